@@ -1,0 +1,1 @@
+"""Adapters that bring tools from outside (MCP servers) into bide."""

@@ -1,0 +1,1 @@
+"""MCP server tools as bide tools; untrusted by default."""

@@ -1,0 +1,116 @@
+"""The whole exception tree of bide, drawn here once.
+
+    BideError
+    ├── ConfigError                  a definition or an option is wrong; fix the code or the command
+    │   └── ConflictError            a second, different decision for something already decided
+    ├── ToolError                    a tool failed; recorded as an error result the model sees
+    │   ├── UnknownToolError         the model named a tool the agent does not have
+    │   ├── ToolArgumentsError       the arguments failed the tool's input schema; it never ran
+    │   └── ToolOutcomeUnknown       the tool may or may not have acted (timeout, lost connection)
+    ├── ModelError                   the model provider failed (``retryable`` says whether to retry)
+    ├── StorageError                 the journal could not be read or written
+    │   ├── SchemaError              the database schema is missing, old, or from a newer bide
+    │   └── FormatError              a run was written in a journal format this bide does not know
+    ├── ProtocolError                a peer (model, MCP server, journal file) broke its protocol
+    └── BudgetError                  a limit such as ``max_turns`` was reached; the run can continue
+
+Every error carries an optional ``run_id`` and ``call_id`` so that a caller can tell which run and
+which call it concerns without parsing the message.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BideError",
+    "BudgetError",
+    "ConfigError",
+    "ConflictError",
+    "FormatError",
+    "ModelError",
+    "ProtocolError",
+    "SchemaError",
+    "StorageError",
+    "ToolArgumentsError",
+    "ToolError",
+    "ToolOutcomeUnknown",
+    "UnknownToolError",
+]
+
+
+class BideError(Exception):
+    """The root of every error bide raises on purpose."""
+
+    def __init__(self, message: str, *, run_id: str | None = None, call_id: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.run_id = run_id
+        self.call_id = call_id
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConfigError(BideError):
+    """A definition, an option or a command is wrong: fixing the caller's code or input fixes it."""
+
+
+class ConflictError(ConfigError):
+    """A different decision was submitted for something already decided (the first one stands)."""
+
+
+class ToolError(BideError):
+    """A tool reported a failure. Raised inside a tool, it becomes an error result the model sees."""
+
+
+class UnknownToolError(ToolError):
+    """The model asked for a tool that the agent does not have; nothing ran."""
+
+
+class ToolArgumentsError(ToolError):
+    """The arguments did not fit the tool's input schema; the tool never ran."""
+
+
+class ToolOutcomeUnknown(ToolError):
+    """The tool may have acted and its result is lost (timeout, connection lost, cancellation).
+
+    A tool raises it to say "I may have fired". For a side effect the runtime records nothing and
+    halts the run; a retry-safe tool is retried or its error recorded.
+    """
+
+
+class ModelError(BideError):
+    """The model provider failed. ``retryable`` is true for rate limits, timeouts and 5xx."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool = False,
+        retry_after: float | None = None,
+        status_code: int | None = None,
+        run_id: str | None = None,
+    ):
+        super().__init__(message, run_id=run_id)
+        self.retryable = retryable
+        self.retry_after = retry_after
+        self.status_code = status_code
+
+
+class StorageError(BideError):
+    """The journal could not be read or written (a lock outlasting the busy timeout, a bad file)."""
+
+
+class SchemaError(StorageError):
+    """The journal's schema revision is missing, older than this bide needs, or newer than it knows."""
+
+
+class FormatError(StorageError):
+    """A run's header names a journal format this bide cannot read; nothing of it is touched."""
+
+
+class ProtocolError(BideError):
+    """A peer broke its protocol: a model's turn, an MCP server's tool list, a journal record."""
+
+
+class BudgetError(BideError):
+    """A limit was reached (``max_turns``). Nothing is lost: raise the limit and drive the run again."""

@@ -1,0 +1,323 @@
+"""Tools: the Safety of a call, the ToolSpec that describes a tool, and ``@tool`` for async functions.
+
+The Safety a tool declares decides what a resume may do with a call whose result was never
+journaled; see ``docs/guarantee.md``.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import inspect
+import re
+import typing
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, overload, runtime_checkable
+
+import pydantic
+import pydantic_core
+
+from runtime.errors import ConfigError, ToolArgumentsError
+
+__all__ = [
+    "FunctionTool",
+    "Safety",
+    "Tool",
+    "ToolContext",
+    "ToolSpec",
+    "idempotency_key_for",
+    "tool",
+    "validate_tool_name",
+]
+
+_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
+
+
+class Safety(enum.StrEnum):
+    """What re-running a tool call after a crash would do.
+
+    ``SIDE_EFFECT`` is the default everywhere: a call that may have acted and whose result was
+    never journaled halts the run instead of running again.
+    """
+
+    READ_ONLY = "read_only"
+    """No effect on the world; always safe to run again."""
+    IDEMPOTENT = "idempotent"
+    """An effect that is safe to repeat with the same idempotency key."""
+    SIDE_EFFECT = "side_effect"
+    """Anything else: runs at most once."""
+
+    @property
+    def retry_safe(self) -> bool:
+        return self is not Safety.SIDE_EFFECT
+
+
+def validate_tool_name(name: object) -> str:
+    """Return ``name`` if it follows the MCP grammar (1 to 128 of ``A-Z a-z 0-9 _ - .``)."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ConfigError(
+            f"invalid tool name {safe_repr(name)}: a tool name is 1 to 128 of A-Z a-z 0-9 _ - ."
+        )
+    return name
+
+
+def safe_repr(value: object, limit: int = 64) -> str:
+    """Quote untrusted text for an error message: printable ASCII only, bounded length."""
+    text = value if isinstance(value, str) else repr(value)
+    clipped = text[:limit]
+    quoted = clipped.encode("ascii", "backslashreplace").decode("ascii")
+    # backslashreplace keeps ASCII control characters raw; escape them too.
+    quoted = "".join(c if 0x20 <= ord(c) < 0x7F else f"\\x{ord(c):02x}" for c in quoted)
+    suffix = f"... ({len(text)} chars)" if len(text) > limit else ""
+    return f'"{quoted}"{suffix}'
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """What the model and the runtime know about a tool. Immutable once built."""
+
+    name: str
+    description: str = ""
+    input_schema: Mapping[str, Any] = field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
+    output_schema: Mapping[str, Any] | None = None
+    title: str | None = None
+    safety: Safety = Safety.SIDE_EFFECT
+    approval: Any = None
+    """An approval policy that gates every call before it runs (``None``: no gate)."""
+    timeout: float | None = None
+    """Seconds a call may take; past it the outcome is unknown (a side effect halts)."""
+
+    def __post_init__(self) -> None:
+        validate_tool_name(self.name)
+        if not isinstance(self.safety, Safety):
+            raise ConfigError(f"tool {self.name}: safety must be a Safety, not {self.safety!r}")
+        if self.timeout is not None and not (
+            isinstance(self.timeout, int | float) and self.timeout > 0
+        ):
+            raise ConfigError(f"tool {self.name}: timeout must be positive seconds or None")
+        if not _is_object_schema(self.input_schema):
+            raise ConfigError(f"tool {self.name}: input_schema must be a JSON object schema")
+        if self.output_schema is not None and not _is_object_schema(self.output_schema):
+            raise ConfigError(f"tool {self.name}: output_schema must be a JSON object schema")
+
+
+def _is_object_schema(schema: object) -> bool:
+    return isinstance(schema, Mapping) and schema.get("type") == "object"
+
+
+def idempotency_key_for(run_id: str, call_id: str) -> str:
+    """The stable idempotency key of one tool call: the same on every attempt and every resume."""
+    digest = hashlib.sha256(f"{run_id}\x00{call_id}".encode()).hexdigest()
+    return f"bide-{digest[:32]}"
+
+
+class ToolContext:
+    """What a running tool may know about its call. Passed to tools that ask for it."""
+
+    __slots__ = ("_interrupt", "call_id", "idempotency_key", "run_id", "safety", "tool_name")
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        call_id: str,
+        tool_name: str,
+        safety: Safety = Safety.SIDE_EFFECT,
+        idempotency_key: str | None = None,
+        interrupt: Callable[..., Awaitable[Any]] | None = None,
+    ):
+        self.run_id = run_id
+        self.call_id = call_id
+        self.tool_name = tool_name
+        self.safety = safety
+        self.idempotency_key = idempotency_key or idempotency_key_for(run_id, call_id)
+        self._interrupt = interrupt
+
+    async def interrupt(
+        self, key: str, prompt: str, *, expect: Any = str, schema: Mapping[str, Any] | None = None
+    ) -> Any:
+        """Pause the run until a person answers ``prompt``; return the answer on resume.
+
+        Allowed in READ_ONLY and IDEMPOTENT tools only: the tool runs again from the start once
+        the answer is journaled, so everything before the interrupt must be safe to repeat.
+        """
+        if self._interrupt is None:
+            raise ConfigError(
+                "interrupt() needs a tool driven by an agent run", run_id=self.run_id,
+                call_id=self.call_id,
+            )
+        return await self._interrupt(key, prompt, expect=expect, schema=schema)
+
+    def __repr__(self) -> str:
+        return f"ToolContext(run_id={self.run_id!r}, call_id={self.call_id!r})"
+
+
+@runtime_checkable
+class Tool(Protocol):
+    """Anything the agent can call: a spec and an async ``call`` returning a JSON value."""
+
+    @property
+    def spec(self) -> ToolSpec: ...
+
+    async def call(
+        self, arguments: Mapping[str, Any], context: ToolContext | None = None
+    ) -> Any: ...
+
+
+class FunctionTool:
+    """A typed async function as a Tool; made by ``@tool``. Calling it directly still works."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Awaitable[Any]],
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        safety: Safety = Safety.SIDE_EFFECT,
+        timeout: float | None = None,
+        approval: Any = None,
+    ):
+        if not inspect.iscoroutinefunction(fn):
+            raise ConfigError(f"@tool needs an async function, got {fn!r}")
+        self.fn = fn
+        self._context_param, self._arguments_model = _arguments_model(fn)
+        input_schema = self._arguments_model.model_json_schema()
+        input_schema.pop("title", None)
+        self._spec = ToolSpec(
+            name=name if name is not None else fn.__name__,
+            title=title,
+            description=description if description is not None else inspect.getdoc(fn) or "",
+            input_schema=input_schema,
+            output_schema=_output_schema(fn),
+            safety=safety,
+            approval=approval,
+            timeout=timeout,
+        )
+        self.__wrapped__ = fn
+        self.__doc__ = fn.__doc__
+        self.__name__ = fn.__name__
+
+    @property
+    def spec(self) -> ToolSpec:
+        return self._spec
+
+    async def call(self, arguments: Mapping[str, Any], context: ToolContext | None = None) -> Any:
+        try:
+            parsed = self._arguments_model.model_validate(dict(arguments))
+        except pydantic.ValidationError as exc:
+            raise ToolArgumentsError(
+                f"arguments for {self._spec.name} do not fit its schema: {_brief(exc)}"
+            ) from exc
+        kwargs = {name: getattr(parsed, name) for name in type(parsed).model_fields}
+        if self._context_param is not None:
+            kwargs[self._context_param] = context
+        value = await self.fn(**kwargs)
+        return pydantic_core.to_jsonable_python(value)
+
+    async def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<FunctionTool {self._spec.name} {self._spec.safety.value}>"
+
+
+def _brief(exc: pydantic.ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:3]:
+        where = ".".join(str(p) for p in err["loc"]) or "arguments"
+        parts.append(f"{where}: {err['msg']}")
+    return "; ".join(parts)
+
+
+def _arguments_model(
+    fn: Callable[..., Any],
+) -> tuple[str | None, type[pydantic.BaseModel]]:
+    hints = typing.get_type_hints(fn, include_extras=True)
+    fields: dict[str, Any] = {}
+    context_param = None
+    for param in inspect.signature(fn).parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
+            raise ConfigError(
+                f"tool {fn.__name__}: parameter {param.name} must be a plain or keyword parameter"
+            )
+        annotation = hints.get(param.name, Any)
+        if _is_context(annotation):
+            context_param = param.name
+            continue
+        default = ... if param.default is param.empty else param.default
+        fields[param.name] = (annotation, default)
+    model = pydantic.create_model(  # type: ignore[call-overload]
+        f"{fn.__name__}_arguments",
+        __config__=pydantic.ConfigDict(extra="forbid", strict=False),
+        **fields,
+    )
+    return context_param, model
+
+
+def _is_context(annotation: Any) -> bool:
+    if annotation is ToolContext:
+        return True
+    return any(arg is ToolContext for arg in typing.get_args(annotation))
+
+
+def _output_schema(fn: Callable[..., Any]) -> dict[str, Any] | None:
+    returns = typing.get_type_hints(fn).get("return")
+    if returns is None or returns is Any or returns is type(None):
+        return None
+    try:
+        schema = pydantic.TypeAdapter(returns).json_schema()
+    except pydantic.PydanticUserError:
+        return None
+    return schema if schema.get("type") == "object" else None
+
+
+@overload
+def tool(fn: Callable[..., Awaitable[Any]], /) -> FunctionTool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    title: str | None = None,
+    description: str | None = None,
+    safety: Safety = Safety.SIDE_EFFECT,
+    timeout: float | None = None,
+    approval: Any = None,
+) -> Callable[[Callable[..., Awaitable[Any]]], FunctionTool]: ...
+
+
+def tool(
+    fn: Callable[..., Awaitable[Any]] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    title: str | None = None,
+    description: str | None = None,
+    safety: Safety = Safety.SIDE_EFFECT,
+    timeout: float | None = None,
+    approval: Any = None,
+) -> FunctionTool | Callable[[Callable[..., Awaitable[Any]]], FunctionTool]:
+    """Turn a typed async function into a Tool: ``@tool`` or ``@tool(safety=Safety.READ_ONLY)``.
+
+    The input schema comes from the signature (through pydantic), the description from the
+    docstring. A parameter annotated ``ToolContext`` receives the call's run id, call id and
+    idempotency key. Without ``safety=`` the tool is a SIDE_EFFECT: it runs at most once.
+    """
+
+    def wrap(f: Callable[..., Awaitable[Any]]) -> FunctionTool:
+        return FunctionTool(
+            f,
+            name=name,
+            title=title,
+            description=description,
+            safety=safety,
+            timeout=timeout,
+            approval=approval,
+        )
+
+    return wrap(fn) if fn is not None else wrap
