@@ -1,5 +1,6 @@
 """bide: durable AI agents whose side effects fire at most once, across crashes."""
 
+from runtime.approval import ApprovalPolicy, single_approval
 from runtime.errors import (
     BideError,
     BudgetError,
@@ -22,6 +23,7 @@ from runtime.tools import FunctionTool, Safety, Tool, ToolContext, ToolSpec, too
 __version__ = "0.1.0"
 
 __all__ = [
+    "ApprovalPolicy",
     "AssistantTurn",
     "BideError",
     "BudgetError",
@@ -48,5 +50,6 @@ __all__ = [
     "Usage",
     "UserMessage",
     "__version__",
+    "single_approval",
     "tool",
 ]
