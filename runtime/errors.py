@@ -59,7 +59,7 @@ class ConflictError(ConfigError):
 
 
 class ToolError(BideError):
-    """A tool reported a failure. Raised inside a tool, it becomes an error result the model sees."""
+    """A tool reported a failure. Raised in a tool, it becomes an error result the model sees."""
 
 
 class UnknownToolError(ToolError):
@@ -101,7 +101,7 @@ class StorageError(BideError):
 
 
 class SchemaError(StorageError):
-    """The journal's schema revision is missing, older than this bide needs, or newer than it knows."""
+    """The journal's schema is missing, older than this bide needs, or newer than it knows."""
 
 
 class FormatError(StorageError):
@@ -113,4 +113,4 @@ class ProtocolError(BideError):
 
 
 class BudgetError(BideError):
-    """A limit was reached (``max_turns``). Nothing is lost: raise the limit and drive the run again."""
+    """A limit was reached (``max_turns``). Nothing is lost: raise it and drive the run again."""

@@ -23,7 +23,7 @@ class ScriptedModel:
     """
 
     def __init__(self, turns: Sequence[Mapping[str, Any]]):
-        if isinstance(turns, str | bytes) or not isinstance(turns, Sequence):
+        if not isinstance(turns, list | tuple):
             raise ConfigError("ScriptedModel needs a list of turns")
         self.turns = tuple(_parse_turn(i, turn) for i, turn in enumerate(turns))
         self.calls = 0

@@ -1,4 +1,4 @@
-"""Tools: the Safety of a call, the ToolSpec that describes a tool, and ``@tool`` for async functions.
+"""Tools: the Safety of a call, the ToolSpec describing a tool, and ``@tool`` for async functions.
 
 The Safety a tool declares decides what a resume may do with a call whose result was never
 journaled; see ``docs/guarantee.md``.
@@ -146,7 +146,8 @@ class ToolContext:
         """
         if self._interrupt is None:
             raise ConfigError(
-                "interrupt() needs a tool driven by an agent run", run_id=self.run_id,
+                "interrupt() needs a tool driven by an agent run",
+                run_id=self.run_id,
                 call_id=self.call_id,
             )
         return await self._interrupt(key, prompt, expect=expect, schema=schema)
@@ -250,7 +251,7 @@ def _arguments_model(
             continue
         default = ... if param.default is param.empty else param.default
         fields[param.name] = (annotation, default)
-    model = pydantic.create_model(  # type: ignore[call-overload]
+    model = pydantic.create_model(
         f"{fn.__name__}_arguments",
         __config__=pydantic.ConfigDict(extra="forbid", strict=False),
         **fields,

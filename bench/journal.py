@@ -1,0 +1,105 @@
+"""B1 and B4 at the store level: the journal's cost per record pattern and its throughput.
+
+Run: python bench/journal.py [--quick]. Ratios are against anchors measured in this same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench.anchors import header, measure, spread
+from runtime.journal import Store
+
+PAYLOAD = {"value": "x" * 180}
+
+
+async def trivial_tool(i: int) -> dict[str, int]:
+    return {"i": i}
+
+
+async def direct(calls: int) -> float:
+    t = time.perf_counter()
+    for i in range(calls):
+        await trivial_tool(i)
+    return (time.perf_counter() - t) / calls
+
+
+async def b1(path: str, calls: int, side_effect: bool) -> float:
+    """Seconds per call of a trivial tool whose result (and side-effect marker) is journaled."""
+    async with await Store.open(path) as store:
+        run = f"b1-{side_effect}-{time.monotonic_ns()}"
+        await store.create_run(run)
+        t = time.perf_counter()
+        for i in range(calls):
+            if side_effect:
+                await store.append(run, f"attempt/{i}/1", "attempt", {"call_id": str(i)})
+            value = await trivial_tool(i)
+            await store.append(run, f"result/{i}/1", "result", {"value": value, **PAYLOAD})
+        return (time.perf_counter() - t) / calls
+
+
+async def b4(path: str, runs: int, records_per_run: int) -> tuple[float, int]:
+    """Records per second with ``runs`` runs appending concurrently; and commits used."""
+    async with await Store.open(path) as store:
+        prefix = f"b4-{time.monotonic_ns()}"
+
+        async def one(r: int) -> None:
+            run = f"{prefix}-{r}"
+            await store.create_run(run)
+            for k in range(records_per_run):
+                await store.append(run, f"k{k}", "result", PAYLOAD)
+
+        before = store.commits
+        t = time.perf_counter()
+        await asyncio.gather(*(one(r) for r in range(runs)))
+        elapsed = time.perf_counter() - t
+        return runs * (records_per_run + 1) / elapsed, store.commits - before
+
+
+async def main(quick: bool) -> None:
+    repeats = 5
+    calls = 300 if quick else 1000
+    runs = 1000 if quick else 5000
+    anchors = measure()
+    print(header(anchors))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "bench.db")
+        base = statistics.median([await direct(calls) for _ in range(repeats)])
+        for side_effect, floor_commits, aim in ((False, 1, 2.0), (True, 2, 1.5)):
+            costs = [(await b1(path, calls, side_effect) - base) * 1e6 for _ in range(repeats)]
+            ratio = [c / (anchors.commit_1_us * floor_commits) for c in costs]
+            name = "SIDE_EFFECT (marker + result)" if side_effect else "READ_ONLY (result)"
+            print(
+                f"B1 {name}: {spread(costs)} us/call above a direct await; "
+                f"x{statistics.median(ratio):.2f} of {floor_commits} raw commit(s) (aim <= {aim})"
+            )
+        rates, commits = [], []
+        for _ in range(repeats):
+            rate, used = await b4(path, runs, 4)
+            rates.append(rate)
+            commits.append(used)
+        ratio = [r / anchors.rows_per_s_batched for r in rates]
+        print(
+            f"B4 {runs} concurrent runs x 5 records: {spread([r / 1000 for r in rates])}"
+            " k records/s"
+            f" in ~{statistics.median(commits):.0f} commits; x{statistics.median(ratio):.2f} of the"
+            " raw 100-row-batch rate (aim >= 0.4)"
+        )
+    print(
+        "not claimed: one machine, this disk, no network; B1 is the store alone (the agent loop"
+        " adds its own records, see bench/agent.py)"
+    )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="fewer calls and runs")
+    asyncio.run(main(parser.parse_args().quick))

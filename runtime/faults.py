@@ -1,0 +1,63 @@
+"""Crash points: named places where a test can make the process SIGKILL itself, with no cleanup.
+
+``BIDE_CRASH`` names the points to arm, each with the hit that fires (default the first), e.g.
+``BIDE_CRASH="tool.after_call@2,write.after_commit@7"``. Unset, every point is one global check.
+The crash suite (``tests/crash``) arms them; the points are listed in ``POINTS``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+__all__ = ["POINTS", "arm", "crashpoint"]
+
+POINTS = (
+    "model.after_answer",  # the model answered; its turn is not recorded yet
+    "turn.after_record",  # the turn is committed
+    "attempt.before_marker",  # about to write a side effect's attempt marker
+    "attempt.after_marker",  # the marker is committed; the call has not left
+    "tool.after_effect",  # inside a test tool, right after its effect (armed by test tools)
+    "tool.after_call",  # the call returned; its result is not recorded yet
+    "result.after_record",  # the result is committed
+    "end.before_marker",  # the final answer is recorded; the end marker is not
+    "writer.after_commit",  # the group-commit writer committed a batch; callers not told yet
+    "resolve.before_record",  # a halt resolution is about to be written
+    "write.before_commit",  # the K-th record write, before its transaction commits
+    "write.after_commit",  # the K-th record write, after its transaction commits
+)
+
+_armed: dict[str, int] | None = None
+_hits: dict[str, int] = {}
+
+
+def arm(spec: str | None) -> None:
+    """Arm crash points from a spec like ``"tool.after_call@2,write.after_commit"``."""
+    global _armed
+    _hits.clear()
+    if not spec:
+        _armed = None
+        return
+    armed: dict[str, int] = {}
+    for part in spec.split(","):
+        name, _, hit = part.strip().partition("@")
+        if name not in POINTS:
+            raise ValueError(f"unknown crash point {name!r}; known: {', '.join(POINTS)}")
+        armed[name] = int(hit) if hit else 1
+    _armed = armed
+
+
+def crashpoint(name: str, count: int = 1) -> None:
+    """Pass ``name`` ``count`` times; SIGKILL this process if the armed hit is among them."""
+    if _armed is None:
+        return
+    target = _armed.get(name)
+    if target is None:
+        return
+    before = _hits.get(name, 0)
+    _hits[name] = before + count
+    if before < target <= before + count:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+arm(os.environ.get("BIDE_CRASH"))

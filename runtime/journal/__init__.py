@@ -1,0 +1,5 @@
+"""The journal: an append-only, per-run record of intents and results, on SQLite."""
+
+from runtime.journal.store import Appended, Record, RunPage, RunRow, Store
+
+__all__ = ["Appended", "Record", "RunPage", "RunRow", "Store"]

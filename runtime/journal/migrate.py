@@ -1,0 +1,138 @@
+"""Bring a journal's schema to the revision this bide needs, or refuse it, through Alembic."""
+
+from __future__ import annotations
+
+import os
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+
+from runtime.errors import ConfigError, SchemaError
+from runtime.journal import schema
+from runtime.journal.sqlite import BUSY_TIMEOUT_MS, configure
+
+__all__ = ["ensure_schema", "migration_engine", "script_location", "sqlite_path"]
+
+
+def sqlite_path(url: str | os.PathLike[str]) -> str:
+    """The file behind a journal URL: ``sqlite+aiosqlite:///path``, ``sqlite:///path`` or a path."""
+    text = os.fspath(url)
+    if "://" not in text:
+        path = text
+    else:
+        try:
+            parsed = sa.engine.make_url(text)
+        except sa.exc.ArgumentError as exc:
+            raise ConfigError(f"invalid journal URL {text!r}: {exc}") from exc
+        if parsed.get_backend_name() != "sqlite":
+            raise ConfigError(
+                f"journal URL {text!r}: only SQLite journals are supported "
+                "(sqlite+aiosqlite:///path/to/bide.db, or a plain file path)"
+            )
+        path = parsed.database or ""
+    if path in ("", ":memory:") or path.startswith("file::memory:"):
+        raise ConfigError(
+            "a journal needs a file (its writer and readers share it): give a path, not :memory:"
+        )
+    return os.path.abspath(path)
+
+
+def script_location() -> str:
+    """Where the Alembic scripts are: inside the installed package, or the source checkout."""
+    try:
+        return str(resources.files("runtime._migrations"))
+    except ModuleNotFoundError:
+        return str(Path(__file__).resolve().parents[2] / "migrations")
+
+
+def migration_engine(url: str, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sa.Engine:
+    """A synchronous engine whose transactions take SQLite's write lock when they begin.
+
+    ``BEGIN IMMEDIATE`` serialises two processes migrating one new file: the second waits for
+    the first, then finds the schema at head and does nothing.
+    """
+    engine = sa.create_engine(
+        f"sqlite:///{sqlite_path(url)}",
+        connect_args={"isolation_level": None},
+        poolclass=sa.pool.NullPool,
+    )
+
+    @sa.event.listens_for(engine, "connect")
+    def _connect(dbapi_connection: Any, _record: Any) -> None:
+        configure(dbapi_connection, busy_timeout_ms=busy_timeout_ms)
+
+    @sa.event.listens_for(engine, "begin")
+    def _begin(connection: sa.Connection) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
+
+
+def ensure_schema(path: str, *, migrate: bool, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
+    """Migrate the file at ``path`` to head, or with ``migrate=False`` verify that it is there.
+
+    A schema from a newer bide (a revision this one does not ship) is refused either way.
+    """
+    scripts = ScriptDirectory(script_location())
+    head = scripts.get_current_head()
+    if head != schema.HEAD_REVISION:  # pragma: no cover - a packaging mistake
+        raise SchemaError(f"shipped migrations end at {head}, code expects {schema.HEAD_REVISION}")
+    if not migrate and not os.path.exists(path):
+        raise SchemaError(
+            f"no journal at {path}; this bide needs schema revision {head}. Open it with "
+            "migrate=True or run `python -m runtime migrate` to create it."
+        )
+    engine = migration_engine(path, busy_timeout_ms=busy_timeout_ms)
+    try:
+        with engine.connect() as conn:
+            if not migrate:
+                _verify(conn, scripts, head, path)
+                return
+            with conn.begin():
+                current = _current(conn)
+                if current == head:
+                    return
+                _refuse_unknown(scripts, current, head, path)
+                config = Config()
+                config.set_main_option("script_location", script_location())
+                config.attributes["connection"] = conn
+                command.upgrade(config, "head")
+    except sa.exc.OperationalError as exc:
+        raise SchemaError(f"journal {path}: cannot migrate: {exc.orig}") from exc
+    finally:
+        engine.dispose()
+
+
+def _current(conn: sa.Connection) -> str | None:
+    context = MigrationContext.configure(conn, opts={"version_table": schema.VERSION_TABLE})
+    return context.get_current_revision()
+
+
+def _refuse_unknown(scripts: ScriptDirectory, current: str | None, head: str, path: str) -> None:
+    if current is None:
+        return
+    try:
+        scripts.get_revision(current)
+    except Exception as exc:
+        raise SchemaError(
+            f"journal {path} has schema revision {current}, written by a newer bide; this bide "
+            f"knows revisions up to {head}. Upgrade bide to open it."
+        ) from exc
+
+
+def _verify(conn: sa.Connection, scripts: ScriptDirectory, head: str, path: str) -> None:
+    current = _current(conn)
+    conn.rollback()
+    _refuse_unknown(scripts, current, head, path)
+    if current != head:
+        found = "no bide schema" if current is None else f"schema revision {current}"
+        raise SchemaError(
+            f"journal {path} has {found}; this bide needs revision {head}. Open it with "
+            "migrate=True or run `python -m runtime migrate`."
+        )

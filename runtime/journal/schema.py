@@ -1,0 +1,51 @@
+"""The journal's tables, as SQLAlchemy Core on one MetaData. Alembic revisions create them.
+
+``bide_records`` is the journal itself: append-only, one row per record, unique per (run, key),
+ordered by ``seq`` (commit order). ``bide_runs`` is a derived index for listing runs; every fact
+in it can be rebuilt from the records, and no record is ever updated or deleted.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+__all__ = ["FORMAT_VERSION", "HEAD_REVISION", "VERSION_TABLE", "metadata", "records", "runs"]
+
+FORMAT_VERSION = 1
+"""The journal format of a run, written in its header record. A reader refuses any other."""
+
+HEAD_REVISION = "0001"
+"""The schema revision this bide needs: the newest Alembic revision it ships."""
+
+VERSION_TABLE = "bide_alembic_version"
+
+metadata = sa.MetaData()
+
+records = sa.Table(
+    "bide_records",
+    metadata,
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("run_id", sa.Text, nullable=False),
+    sa.Column("key", sa.Text, nullable=False),
+    sa.Column("kind", sa.Text, nullable=False),
+    sa.Column("codec", sa.Text, nullable=False),
+    sa.Column("payload", sa.Text, nullable=False),
+    sa.Column("created_ms", sa.BigInteger, nullable=False),
+    sa.UniqueConstraint("run_id", "key", name="uq_bide_records_run_key"),
+    sa.Index("ix_bide_records_run_seq", "run_id", "seq"),
+)
+
+runs = sa.Table(
+    "bide_runs",
+    metadata,
+    sa.Column("run_id", sa.Text, primary_key=True),
+    sa.Column("format", sa.Integer, nullable=False),
+    sa.Column("created_ms", sa.BigInteger, nullable=False),
+    sa.Column("updated_ms", sa.BigInteger, nullable=False),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("agent", sa.Text, nullable=True),
+    sa.Column("turns", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("detail", sa.Text, nullable=True),
+    sa.Index("ix_bide_runs_created", "created_ms", "run_id"),
+    sa.Index("ix_bide_runs_status_created", "status", "created_ms", "run_id"),
+)
