@@ -1,5 +1,6 @@
 """bide: durable AI agents whose side effects fire at most once, across crashes."""
 
+from runtime.agent import Agent
 from runtime.approval import ApprovalPolicy, single_approval
 from runtime.errors import (
     BideError,
@@ -16,13 +17,17 @@ from runtime.errors import (
     ToolOutcomeUnknown,
     UnknownToolError,
 )
+from runtime.journal import Journal, Resolution
 from runtime.messages import AssistantTurn, Message, ToolCall, ToolResultMessage, Usage, UserMessage
 from runtime.model import Model
+from runtime.result import Halt, RunResult, RunStatus, Waiting
+from runtime.retry import RetryPolicy
 from runtime.tools import FunctionTool, Safety, Tool, ToolContext, ToolSpec, tool
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Agent",
     "ApprovalPolicy",
     "AssistantTurn",
     "BideError",
@@ -31,10 +36,16 @@ __all__ = [
     "ConflictError",
     "FormatError",
     "FunctionTool",
+    "Halt",
+    "Journal",
     "Message",
     "Model",
     "ModelError",
     "ProtocolError",
+    "Resolution",
+    "RetryPolicy",
+    "RunResult",
+    "RunStatus",
     "Safety",
     "SchemaError",
     "StorageError",
@@ -49,6 +60,7 @@ __all__ = [
     "UnknownToolError",
     "Usage",
     "UserMessage",
+    "Waiting",
     "__version__",
     "single_approval",
     "tool",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -9,10 +10,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import structlog
 
-from runtime.journal import Store
+from runtime.journal import Journal, Store
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# The library never configures structlog; the suite keeps its output to info and above.
+structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.INFO))
 
 
 @pytest.fixture
@@ -27,6 +32,12 @@ async def store(db_path: Path) -> AsyncIterator[Store]:
         yield s
     finally:
         await s.close()
+
+
+@pytest.fixture
+async def journal(db_path: Path) -> AsyncIterator[Journal]:
+    async with Journal(db_path) as j:
+        yield j
 
 
 def child_env(**extra: str) -> dict[str, str]:

@@ -1,0 +1,579 @@
+"""Agent and its drive: replay what the journal holds, run what it does not, classify outcomes.
+
+The rules (which call re-runs, which halts) are those of ``docs/guarantee.md``; this module is
+their one implementation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import jsonschema
+import structlog
+
+from runtime import faults
+from runtime import records as R
+from runtime.errors import (
+    BudgetError,
+    ConfigError,
+    ModelError,
+    ProtocolError,
+    StorageError,
+    ToolError,
+    ToolOutcomeUnknown,
+)
+from runtime.journal.journal import Journal
+from runtime.journal.store import Appended, encode
+from runtime.messages import AssistantTurn, Message, ToolResultMessage, UserMessage
+from runtime.model import Model
+from runtime.result import Halt, RunResult, RunStatus, Waiting
+from runtime.retry import RetryPolicy
+from runtime.state import CallState, RunState
+from runtime.tools import Safety, Tool, ToolContext, idempotency_key_for, validate_tool_name
+
+__all__ = ["Agent"]
+
+log = structlog.get_logger(__name__)
+
+_CANCELLED = object()
+"""A call that did not start because the run was cancelled."""
+
+
+class Agent:
+    """A definition of an agent: a model, tools and limits. Holds no connection.
+
+    One Agent drives many runs, concurrently too: ``await agent.run(run_id, input,
+    journal=journal)``. Build it in a module and the CLI can name it ``module:attr``.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: Model,
+        tools: Iterable[Tool] = (),
+        system_prompt: str | None = None,
+        max_turns: int = 20,
+        name: str | None = None,
+        max_concurrency: int = 8,
+        tool_retry: RetryPolicy | None = None,
+        model_retry: RetryPolicy | None = None,
+    ):
+        if not hasattr(model, "complete"):
+            raise ConfigError(f"model must implement Model.complete, got {model!r}")
+        if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
+            raise ConfigError("max_turns must be a positive integer")
+        if (
+            isinstance(max_concurrency, bool)
+            or not isinstance(max_concurrency, int)
+            or max_concurrency < 1
+        ):
+            raise ConfigError("max_concurrency must be a positive integer")
+        self.model = model
+        self.system_prompt = system_prompt
+        self.max_turns = max_turns
+        self.name = name or "agent"
+        self.max_concurrency = max_concurrency
+        self.tool_retry = tool_retry or RetryPolicy()
+        self.model_retry = model_retry or RetryPolicy()
+        self.tools: dict[str, Tool] = {}
+        self._validators: dict[str, Any] = {}
+        for t in tools:
+            spec = getattr(t, "spec", None)
+            if spec is None or not callable(getattr(t, "call", None)):
+                raise ConfigError(f"{t!r} is not a Tool (it needs .spec and async .call)")
+            validate_tool_name(spec.name)
+            if spec.name in self.tools:
+                raise ConfigError(f"two tools of agent {self.name!r} are named {spec.name!r}")
+            self.tools[spec.name] = t
+            self._validators[spec.name] = _validator(spec.name, spec.input_schema)
+        self.specs = tuple(t.spec for t in self.tools.values())
+
+    def __repr__(self) -> str:
+        return f"<Agent {self.name} tools={list(self.tools)}>"
+
+    async def run(
+        self,
+        run_id: str,
+        input: str,
+        *,
+        journal: Journal,
+        spec: str | None = None,
+    ) -> RunResult:
+        """Start the run ``run_id`` with ``input``, or resume it if it exists.
+
+        A finished run returns its recorded result without calling the model or any tool; an
+        existing run with a different input is a ``ConfigError``. ``spec`` (``module:attr``) is
+        journaled at start so that an operator can resume the run without naming the agent.
+        """
+        if not isinstance(input, str):
+            raise ConfigError("a run's input is a string")
+        return await _Drive(self, journal, run_id).go(input, spec)
+
+    async def resume(self, run_id: str, *, journal: Journal) -> RunResult:
+        """Drive an existing run again from its journal, with its recorded input."""
+        return await _Drive(self, journal, run_id).go(None, None)
+
+    def validate_arguments(self, tool: str, arguments: Any) -> str | None:
+        """Why ``arguments`` do not fit the tool's input schema, or ``None`` if they do."""
+        if not isinstance(arguments, Mapping):
+            return f"arguments must be a JSON object, not {type(arguments).__name__}"
+        error = jsonschema.exceptions.best_match(self._validators[tool].iter_errors(arguments))
+        if error is None:
+            return None
+        where = "/".join(str(p) for p in error.absolute_path)
+        return f"{where + ': ' if where else ''}{error.message}"
+
+
+def _validator(name: str, schema: Mapping[str, Any]) -> Any:
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.exceptions.SchemaError as exc:
+        raise ConfigError(f"tool {name}: invalid input schema: {exc.message}") from exc
+    return cls(schema)
+
+
+class _Drive:
+    """One process executing one run from its journal until it ends, pauses or halts."""
+
+    def __init__(self, agent: Agent, journal: Journal, run_id: str):
+        if not isinstance(run_id, str) or not run_id or len(run_id) > 256:
+            raise ConfigError(f"a run id is a non-empty string of at most 256 chars: {run_id!r}")
+        self.agent = agent
+        self.store = journal.store
+        self.run_id = run_id
+        self.state = RunState(run_id)
+        self.driver = uuid.uuid4().hex
+        self.cancel_requested = False
+        self.semaphore = asyncio.Semaphore(agent.max_concurrency)
+        self.executed = 0
+
+    async def go(self, input: str | None, spec: str | None) -> RunResult:
+        started = time.monotonic()
+        with structlog.contextvars.bound_contextvars(run_id=self.run_id):
+            try:
+                result = await self._drive(input, spec)
+            except BaseException as exc:
+                log.info(
+                    "drive_stopped",
+                    error=f"{type(exc).__name__}: {exc}",
+                    turns=len(self.state.turns),
+                    executed=self.executed,
+                    ms=round((time.monotonic() - started) * 1000),
+                )
+                raise
+            log.info(
+                "drive_finished",
+                status=result.status.value,
+                turns=result.turns,
+                executed=self.executed,
+                ms=round((time.monotonic() - started) * 1000),
+            )
+            return result
+
+    async def _drive(self, input: str | None, spec: str | None) -> RunResult:
+        await self._open(input, spec)
+        state = self.state
+        while True:
+            if state.end is not None:
+                return self._ended()
+            if self.cancel_requested or state.cancel is not None:
+                return await self._end("cancelled")
+            pending = state.pending_calls()
+            if pending:
+                stopped = await self._run_calls(pending)
+                if stopped is not None:
+                    return stopped
+                continue
+            if state.turns and not state.turns[-1].tool_calls:
+                faults.crashpoint("end.before_marker")
+                return await self._end("completed", output=state.turns[-1].text)
+            failed = await self._next_turn()
+            if failed is not None:
+                return failed
+
+    # --- opening ---------------------------------------------------------------------------
+
+    async def _open(self, input: str | None, spec: str | None) -> None:
+        store, run_id = self.store, self.run_id
+        if input is None:
+            if not await store.check_run(run_id):
+                raise ConfigError(f"no run {run_id!r} in {store.path}", run_id=run_id)
+            created = False
+        else:
+            created = await store.create_run(run_id, agent=self.agent.name)
+        if not created:
+            for record in await store.load(run_id):
+                self.state.add(record)
+        if self.state.start is None:
+            if input is None:
+                raise ConfigError(f"run {run_id!r} was never started", run_id=run_id)
+            await self._append(
+                R.START,
+                R.START,
+                {
+                    "input": input,
+                    "agent": self.agent.name,
+                    "spec": spec,
+                    "settings": {"max_turns": self.agent.max_turns},
+                    "tools": {s.name: s.safety.value for s in self.agent.specs},
+                },
+            )
+        if input is not None and self.state.input != input:
+            raise ConfigError(
+                f"run {run_id!r} exists with a different input; a run's input is fixed when it "
+                "starts (resume it without an input, or choose a new run id)",
+                run_id=run_id,
+            )
+        if not created:
+            log.info("run_resumed", records=len(self.state.records), turns=len(self.state.turns))
+
+    async def _append(
+        self,
+        key: str,
+        kind: str,
+        payload: Any,
+        *,
+        unless: str | None = None,
+        index: Mapping[str, Any] | None = None,
+    ) -> Appended:
+        appended = await self.store.append(
+            self.run_id, key, kind, payload, unless=unless, watch=R.CANCEL, index=index
+        )
+        if appended.watched:
+            self.cancel_requested = True
+        if appended.record is not None:
+            self.state.add(appended.record)
+        return appended
+
+    # --- model turns -----------------------------------------------------------------------
+
+    async def _next_turn(self) -> RunResult | None:
+        n = len(self.state.turns) + 1
+        if n > self.agent.max_turns:
+            raise BudgetError(
+                f"run {self.run_id!r} reached max_turns={self.agent.max_turns}; raise it and "
+                "resume to continue",
+                run_id=self.run_id,
+            )
+        try:
+            turn = await self._ask_model()
+        except ModelError as exc:
+            if exc.retryable:
+                raise
+            log.warning("model_failed", error=str(exc), status_code=exc.status_code)
+            return await self._end("failed", error=f"model error: {exc}")
+        faults.crashpoint("model.after_answer")
+        self._check_turn(turn)
+        plan = {call.id: self._plan(call.name) for call in turn.tool_calls}
+        appended = await self._append(
+            R.turn_key(n),
+            R.TURN,
+            {"n": n, "turn": turn.to_json(), "plan": plan},
+            unless=R.CANCEL,
+            index={"turns": n},
+        )
+        if appended.record is None:
+            self.cancel_requested = True
+            return None
+        faults.crashpoint("turn.after_record")
+        log.info("turn_recorded", n=n, tool_calls=len(turn.tool_calls), won=appended.won)
+        return None
+
+    async def _ask_model(self) -> AssistantTurn:
+        messages = self._conversation()
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                turn = await self.agent.model.complete(
+                    self.agent.system_prompt, messages, self.agent.specs
+                )
+            except ModelError as exc:
+                delay = (
+                    self.agent.model_retry.delay(attempt, retry_after=exc.retry_after)
+                    if exc.retryable
+                    else None
+                )
+                if delay is None:
+                    raise
+                log.info("model_retry", attempt=attempt, delay_s=round(delay, 3), error=str(exc))
+                await asyncio.sleep(delay)
+                continue
+            if not isinstance(turn, AssistantTurn):
+                raise ProtocolError(f"the model returned {type(turn).__name__}, not a turn")
+            return turn
+
+    def _conversation(self) -> list[Message]:
+        state = self.state
+        messages: list[Message] = [UserMessage(str(state.input))]
+        for turn in state.turns:
+            messages.append(turn)
+            for call in turn.tool_calls:
+                content, is_error = state.calls[call.id].message_content()
+                messages.append(ToolResultMessage(call.id, call.name, content, is_error))
+        return messages
+
+    def _check_turn(self, turn: AssistantTurn) -> None:
+        seen: set[str] = set()
+        for call in turn.tool_calls:
+            if not isinstance(call.id, str) or not call.id or len(call.id) > 256:
+                raise ProtocolError(
+                    f"the model sent a tool call without a usable id ({call.id!r})",
+                    run_id=self.run_id,
+                )
+            if call.id in seen:
+                raise ProtocolError(
+                    f"the model sent call id {call.id!r} twice in one turn", run_id=self.run_id
+                )
+            if call.id in self.state.calls:
+                raise ProtocolError(
+                    f"the model reused call id {call.id!r} from an earlier turn",
+                    run_id=self.run_id,
+                )
+            if not isinstance(call.name, str):
+                raise ProtocolError("the model sent a tool call without a name")
+            seen.add(call.id)
+
+    def _plan(self, name: str) -> dict[str, Any]:
+        tool = self.agent.tools.get(name)
+        if tool is None:
+            return {"unknown": True}
+        approval = tool.spec.approval
+        return {
+            "safety": tool.spec.safety.value,
+            "approval": approval.to_json() if approval is not None else None,
+        }
+
+    # --- tool calls ------------------------------------------------------------------------
+
+    async def _run_calls(self, pending: Sequence[CallState]) -> RunResult | None:
+        # Every call runs to its end: a halt or a failure in one never cancels a sibling
+        # mid-effect, so gather with return_exceptions and decide once all have finished.
+        outcomes = await asyncio.gather(
+            *(self._guarded(c) for c in pending), return_exceptions=True
+        )
+        for outcome in outcomes:
+            if isinstance(outcome, asyncio.CancelledError):
+                raise outcome
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        halts = tuple(o for o in outcomes if isinstance(o, Halt))
+        waits = tuple(o for o in outcomes if isinstance(o, Waiting))
+        if halts:
+            await self.store.update_index(
+                self.run_id, status="halted", detail={"halts": [h.to_json() for h in halts]}
+            )
+            return self._result(RunStatus.HALTED, halts=halts, waiting=waits)
+        if waits:
+            await self.store.update_index(
+                self.run_id, status="waiting", detail={"waiting": [w.to_json() for w in waits]}
+            )
+            return self._result(RunStatus.WAITING, waiting=waits)
+        if any(o is _CANCELLED for o in outcomes):
+            return await self._end("cancelled")
+        return None
+
+    async def _guarded(self, call: CallState) -> Any:
+        async with self.semaphore:
+            return await self._run_call(call)
+
+    async def _run_call(self, cs: CallState) -> Any:
+        call = cs.call
+        if cs.marker is not None:
+            return self._halt(
+                cs,
+                "the side effect was attempted and no result was recorded: it may have acted",
+            )
+        k = cs.attempt
+        tool = self.agent.tools.get(call.name)
+        if tool is None:
+            return await self._record(
+                cs, k, None, error=("unknown_tool", f"no tool named {call.name!r}")
+            )
+        problem = self.agent.validate_arguments(call.name, call.arguments)
+        if problem is not None:
+            return await self._record(
+                cs, k, tool, error=("invalid_arguments", f"{call.name}: {problem}")
+            )
+        if self.cancel_requested:
+            return _CANCELLED
+        safety = tool.spec.safety
+        context = ToolContext(
+            run_id=self.run_id,
+            call_id=call.id,
+            tool_name=call.name,
+            safety=safety,
+            idempotency_key=idempotency_key_for(self.run_id, call.id),
+        )
+        if safety is Safety.SIDE_EFFECT:
+            return await self._side_effect(cs, k, tool, context)
+        return await self._retry_safe(cs, k, tool, context)
+
+    async def _side_effect(self, cs: CallState, k: int, tool: Tool, context: ToolContext) -> Any:
+        call = cs.call
+        faults.crashpoint("attempt.before_marker")
+        marker = await self._append(
+            R.attempt_key(call.id, k),
+            R.ATTEMPT,
+            {
+                "call_id": call.id,
+                "attempt": k,
+                "tool": call.name,
+                "safety": Safety.SIDE_EFFECT.value,
+                "driver": self.driver,
+            },
+            unless=R.CANCEL,
+        )
+        if marker.record is None:
+            return _CANCELLED
+        if not marker.won:
+            return self._halt(cs, "another driver attempted this call; its outcome is unknown here")
+        faults.crashpoint("attempt.after_marker")
+        log.info("tool_started", call_id=call.id, tool=call.name, safety="side_effect")
+        self.executed += 1
+        try:
+            value = await self._invoke(tool, call.arguments, context)
+        except ToolOutcomeUnknown as exc:
+            return self._halt(cs, f"outcome unknown: {exc}")
+        except ToolError as exc:
+            faults.crashpoint("tool.after_call")
+            return await self._record(cs, k, tool, error=(type(exc).__name__, str(exc)))
+        except TimeoutError:
+            return self._halt(cs, f"timed out after {tool.spec.timeout}s: it may have acted")
+        except Exception as exc:
+            return self._halt(
+                cs, f"raised {type(exc).__name__}: {exc} (not a ToolError: it may have acted)"
+            )
+        faults.crashpoint("tool.after_call")
+        return await self._record(cs, k, tool, value=value)
+
+    async def _retry_safe(self, cs: CallState, k: int, tool: Tool, context: ToolContext) -> Any:
+        call, safety = cs.call, tool.spec.safety
+        attempt = 0
+        while True:
+            attempt += 1
+            log.info("tool_started", call_id=call.id, tool=call.name, safety=safety.value)
+            self.executed += 1
+            try:
+                value = await self._invoke(tool, call.arguments, context)
+            except ToolOutcomeUnknown as exc:
+                failure = f"outcome unknown: {exc}"
+            except ToolError as exc:
+                faults.crashpoint("tool.after_call")
+                return await self._record(cs, k, tool, error=(type(exc).__name__, str(exc)))
+            except TimeoutError:
+                failure = f"timed out after {tool.spec.timeout}s"
+            except Exception as exc:
+                failure = f"raised {type(exc).__name__}: {exc}"
+            else:
+                faults.crashpoint("tool.after_call")
+                return await self._record(cs, k, tool, value=value)
+            delay = self.agent.tool_retry.delay(attempt)
+            if delay is None:
+                return await self._record(
+                    cs, k, tool, error=("tool_failed", f"{failure} (after {attempt} attempts)")
+                )
+            log.info("tool_retry", call_id=call.id, attempt=attempt, delay_s=round(delay, 3))
+            await asyncio.sleep(delay)
+            if self.cancel_requested:
+                return _CANCELLED
+
+    async def _invoke(self, tool: Tool, arguments: Any, context: ToolContext) -> Any:
+        timeout = tool.spec.timeout
+        if timeout is None:
+            return await tool.call(arguments, context)
+        async with asyncio.timeout(timeout):
+            return await tool.call(arguments, context)
+
+    async def _record(
+        self,
+        cs: CallState,
+        k: int,
+        tool: Tool | None,
+        *,
+        value: Any = None,
+        error: tuple[str, str] | None = None,
+    ) -> None:
+        call = cs.call
+        payload: dict[str, Any] = {
+            "call_id": call.id,
+            "attempt": k,
+            "tool": call.name,
+            "safety": tool.spec.safety.value if tool is not None else None,
+        }
+        if error is None:
+            try:
+                encode(value)
+            except StorageError:
+                error = ("invalid_result", f"{call.name} ran but returned a value that is not JSON")
+        if error is None:
+            payload["outcome"] = "value"
+            payload["value"] = value
+        else:
+            payload["outcome"] = "error"
+            payload["error"] = R.error_payload(*error)
+        appended = await self._append(R.result_key(call.id, k), R.RESULT, payload)
+        winner = appended.record.payload if appended.record is not None else {}
+        if not appended.won and winner.get("outcome") == "not_executed":
+            # Resolved "not executed" while it was running: keep what really happened.
+            await self._append(R.late_key(call.id, k), R.LATE, payload)
+            log.warning("late_result_after_resolution", call_id=call.id, attempt=k)
+        faults.crashpoint("result.after_record")
+        log.info(
+            "tool_finished",
+            call_id=call.id,
+            tool=call.name,
+            outcome=payload["outcome"],
+            won=appended.won,
+        )
+        log.debug("tool_result", call_id=call.id, arguments=call.arguments, result=payload)
+
+    def _halt(self, cs: CallState, cause: str) -> Halt:
+        marker = cs.marker
+        halt = Halt(
+            call_id=cs.call.id,
+            tool=cs.call.name,
+            arguments=cs.call.arguments,
+            attempted_at_ms=marker.created_ms if marker is not None else None,
+            cause=cause,
+        )
+        log.warning("tool_halted", call_id=cs.call.id, tool=cs.call.name, cause=cause)
+        return halt
+
+    # --- ending ----------------------------------------------------------------------------
+
+    async def _end(
+        self, status: str, *, output: str | None = None, error: str | None = None
+    ) -> RunResult:
+        await self._append(
+            R.END,
+            R.END,
+            {"status": status, "output": output, "error": error},
+            index={"status": status, "detail": None},
+        )
+        return self._ended()
+
+    def _ended(self) -> RunResult:
+        end = self.state.end
+        assert end is not None
+        payload = end.payload
+        return self._result(
+            RunStatus(payload.get("status", "failed")),
+            output=payload.get("output"),
+            error=payload.get("error"),
+        )
+
+    def _result(self, status: RunStatus, **fields: Any) -> RunResult:
+        return RunResult(
+            run_id=self.run_id,
+            status=status,
+            usage=self.state.usage,
+            turns=len(self.state.turns),
+            **fields,
+        )

@@ -1,0 +1,241 @@
+"""Journal: the public handle on a journal file, and the operator's verbs (resolve, cancel)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Literal, Self
+
+import structlog
+
+from runtime import faults
+from runtime import records as R
+from runtime.errors import ConfigError, ConflictError
+from runtime.journal.sqlite import BUSY_TIMEOUT_MS
+from runtime.journal.store import RunPage, RunRow, Store
+from runtime.state import CallState, RunState
+
+__all__ = ["Journal", "Resolution"]
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """What a reconciler or a person says happened to a halted call."""
+
+    outcome: Literal["value", "error", "not_executed"]
+    value: Any = None
+    error: str | None = None
+
+    @classmethod
+    def succeeded(cls, value: Any) -> Resolution:
+        """It acted; ``value`` is the result the model will see."""
+        return cls("value", value=value)
+
+    @classmethod
+    def failed(cls, error: str) -> Resolution:
+        """It did not succeed; the model sees ``error``."""
+        if not isinstance(error, str) or not error:
+            raise ConfigError("a failed resolution needs an error text")
+        return cls("error", error=error)
+
+    @classmethod
+    def not_executed(cls) -> Resolution:
+        """It never acted; the call may be attempted again."""
+        return cls("not_executed")
+
+    def same_as(self, payload: dict[str, Any]) -> bool:
+        if payload.get("outcome") != self.outcome:
+            return False
+        if self.outcome == "value":
+            return bool(payload.get("value") == self.value)
+        if self.outcome == "error":
+            return bool((payload.get("error") or {}).get("message") == self.error)
+        return True
+
+
+class Journal:
+    """An open journal: ``async with Journal(url) as journal:``.
+
+    ``url`` is ``sqlite+aiosqlite:///path`` or a file path. The schema is migrated to this bide's
+    head on open unless ``migrate=False``, which only verifies it. One Journal serves many runs
+    and many agents at once; its writer group-commits all of them.
+    """
+
+    def __init__(
+        self,
+        url: str | os.PathLike[str],
+        *,
+        migrate: bool = True,
+        busy_timeout_ms: int = BUSY_TIMEOUT_MS,
+    ):
+        self.url = url
+        self._migrate = migrate
+        self._busy_timeout_ms = busy_timeout_ms
+        self._store: Store | None = None
+
+    async def open(self) -> Self:
+        if self._store is None:
+            self._store = await Store.open(
+                self.url, migrate=self._migrate, busy_timeout_ms=self._busy_timeout_ms
+            )
+        return self
+
+    async def close(self) -> None:
+        if self._store is not None:
+            store, self._store = self._store, None
+            await store.close()
+
+    async def __aenter__(self) -> Self:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            raise ConfigError("the journal is not open: use `async with Journal(url) as j:`")
+        return self._store
+
+    @property
+    def path(self) -> str:
+        return self.store.path
+
+    # --- reading runs ----------------------------------------------------------------------
+
+    async def state(self, run_id: str) -> RunState | None:
+        """The run folded from its records, or ``None`` if there is no such run."""
+        if not await self.store.check_run(run_id):
+            return None
+        return RunState.fold(run_id, await self.store.load(run_id))
+
+    async def require(self, run_id: str) -> RunState:
+        state = await self.state(run_id)
+        if state is None:
+            raise ConfigError(f"no run {run_id!r} in {self.path}", run_id=run_id)
+        return state
+
+    async def list_runs(
+        self,
+        *,
+        status: str | None = None,
+        prefix: str | None = None,
+        limit: int = 50,
+        before: str | None = None,
+    ) -> RunPage:
+        """Runs newest first, as their last driver (or the operator's verbs) left them."""
+        return await self.store.list_runs(status=status, prefix=prefix, limit=limit, before=before)
+
+    async def run_row(self, run_id: str) -> RunRow | None:
+        page = await self.store.list_runs(prefix=run_id, limit=50)
+        return next((r for r in page.runs if r.run_id == run_id), None)
+
+    # --- operator verbs --------------------------------------------------------------------
+
+    async def resolve(
+        self,
+        run_id: str,
+        call_id: str,
+        resolution: Resolution,
+        *,
+        by: str | None = None,
+        evidence: str | None = None,
+    ) -> bool:
+        """Say what happened to a halted call. True if recorded, False if it was already so.
+
+        The first resolution wins; the same one again is a no-op; a different one, or one for
+        a call that is not halted, is refused.
+        """
+        state = await self.require(run_id)
+        call = state.calls.get(call_id)
+        if call is None:
+            raise ConfigError(f"run {run_id!r} has no call {call_id!r}", run_id=run_id)
+        k = call.attempt
+        last = call.last_resolution
+        if last is not None and resolution.same_as(last.payload):
+            resolved_attempt = last.payload.get("attempt")
+            if (resolved_attempt == k and call.result is last) or (
+                resolution.outcome == "not_executed"
+                and resolved_attempt == k - 1
+                and call.marker is None
+            ):
+                return False
+        if call.result is not None:
+            how = "was resolved" if call.result.payload.get("resolved") else "has a result"
+            raise ConflictError(
+                f"call {call_id!r} of run {run_id!r} {how} already "
+                f"({call.result.payload.get('outcome')}); a different resolution is refused",
+                run_id=run_id,
+                call_id=call_id,
+            )
+        if not call.unknown_outcome:
+            if last is not None and last.payload.get("attempt") == k - 1 and call.marker is None:
+                raise ConflictError(
+                    f"call {call_id!r} of run {run_id!r} was resolved as not executed already; "
+                    "a different resolution is refused",
+                    run_id=run_id,
+                    call_id=call_id,
+                )
+            raise ConfigError(
+                f"call {call_id!r} of run {run_id!r} is not halted (no attempt without a result);"
+                " only a halted call can be resolved",
+                run_id=run_id,
+                call_id=call_id,
+            )
+        payload = resolution_payload(call, resolution, by=by, evidence=evidence)
+        faults.crashpoint("resolve.before_record")
+        appended = await self.store.append(run_id, R.result_key(call_id, k), R.RESULT, payload)
+        if appended.won and appended.record is not None:
+            state.add(appended.record)
+            await self.store.update_index(run_id, status=state.status())
+            log.info("call_resolved", run_id=run_id, call_id=call_id, outcome=resolution.outcome)
+            return True
+        winner = appended.record.payload if appended.record else {}
+        if winner.get("resolved") and resolution.same_as(winner):
+            return False
+        raise ConflictError(
+            f"call {call_id!r} of run {run_id!r} was resolved or finished meanwhile "
+            f"({winner.get('outcome')}); a different resolution is refused",
+            run_id=run_id,
+            call_id=call_id,
+        )
+
+    async def cancel(
+        self, run_id: str, *, reason: str | None = None, by: str | None = None
+    ) -> bool:
+        """Ask the run to stop: no new model turn or attempt starts. True if newly requested."""
+        state = await self.require(run_id)
+        if state.end is not None:
+            raise ConfigError(
+                f"run {run_id!r} already ended ({state.end.payload.get('status')})", run_id=run_id
+            )
+        appended = await self.store.append(
+            run_id,
+            R.CANCEL,
+            R.CANCEL,
+            {"reason": reason, "by": by},
+            index={"status": "cancelled"},
+        )
+        if appended.won:
+            log.info("run_cancel_requested", run_id=run_id, by=by)
+        return appended.won
+
+
+def resolution_payload(
+    call: CallState, resolution: Resolution, *, by: str | None, evidence: str | None
+) -> dict[str, Any]:
+    payload: dict[str, Any] = {
+        "call_id": call.call.id,
+        "attempt": call.attempt,
+        "tool": call.call.name,
+        "safety": (call.marker.payload.get("safety") if call.marker else None),
+        "outcome": resolution.outcome,
+        "resolved": {"by": by, "evidence": evidence},
+    }
+    if resolution.outcome == "value":
+        payload["value"] = resolution.value
+    elif resolution.outcome == "error":
+        payload["error"] = R.error_payload("resolved_failed", resolution.error or "")
+    return payload

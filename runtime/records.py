@@ -1,0 +1,95 @@
+"""The records of a run: their keys, kinds and payloads. Pure data; the store knows none of it.
+
+One run's keys (insert-if-absent, so of two drivers writing one key exactly one wins):
+
+    header                      format version (written by the store)
+    start                       input, agent, spec, settings
+    turn/<n>                    the model's n-th turn (text, tool calls, usage, finish reason)
+    attempt/<call>/<k>          a side effect's k-th attempt is about to leave the process
+    result/<call>/<k>           the outcome of attempt k: a value, an error, or a resolution
+    late/<call>/<k>             a result that arrived after attempt k was resolved "not executed"
+    decision/<call>/<who>/<n>   an approval decision as submitted (counted or not)
+    tally/<call>                the gate's terminal tally, recorded before the tool runs
+    interrupt/<call>/<key>      a tool's question to a person
+    answer/<call>/<key>         the answer to it
+    cancel                      a cancel request
+    end                         the run's end: completed, failed or cancelled
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+__all__ = [
+    "ANSWER",
+    "ATTEMPT",
+    "CANCEL",
+    "DECISION",
+    "END",
+    "INTERRUPT",
+    "LATE",
+    "RESULT",
+    "START",
+    "TALLY",
+    "TURN",
+    "Outcome",
+    "answer_key",
+    "attempt_key",
+    "decision_key",
+    "interrupt_key",
+    "late_key",
+    "result_key",
+    "tally_key",
+    "turn_key",
+]
+
+START = "start"
+TURN = "turn"
+ATTEMPT = "attempt"
+RESULT = "result"
+LATE = "late"
+DECISION = "decision"
+TALLY = "tally"
+INTERRUPT = "interrupt"
+ANSWER = "answer"
+CANCEL = "cancel"
+END = "end"
+
+Outcome = Literal["value", "error", "not_executed"]
+
+
+def turn_key(n: int) -> str:
+    return f"turn/{n}"
+
+
+def attempt_key(call_id: str, attempt: int) -> str:
+    return f"attempt/{call_id}/{attempt}"
+
+
+def result_key(call_id: str, attempt: int) -> str:
+    return f"result/{call_id}/{attempt}"
+
+
+def late_key(call_id: str, attempt: int) -> str:
+    return f"late/{call_id}/{attempt}"
+
+
+def decision_key(call_id: str, approver: str, n: int) -> str:
+    return f"decision/{call_id}/{approver}/{n}"
+
+
+def tally_key(call_id: str) -> str:
+    return f"tally/{call_id}"
+
+
+def interrupt_key(call_id: str, key: str) -> str:
+    return f"interrupt/{call_id}/{key}"
+
+
+def answer_key(call_id: str, key: str) -> str:
+    return f"answer/{call_id}/{key}"
+
+
+def error_payload(kind: str, message: str) -> dict[str, Any]:
+    """How an error result is recorded (and shown to the model)."""
+    return {"type": kind, "message": message}

@@ -1,0 +1,105 @@
+"""What a drive returns: the run's status and, when it stopped short, what it stopped on."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+from runtime.messages import Usage
+
+__all__ = ["Halt", "RunResult", "RunStatus", "Waiting"]
+
+
+class RunStatus(enum.StrEnum):
+    """A run's status, derived from its journal. CLI exit codes in parentheses."""
+
+    RUNNING = "running"  # not finished; resume continues it
+    WAITING = "waiting"  # (3) an approval or an answer is needed
+    HALTED = "halted"  # (4) a side effect's outcome is unknown; resolve it, then resume
+    COMPLETED = "completed"  # (0)
+    FAILED = "failed"  # (1)
+    CANCELLED = "cancelled"  # (5)
+
+    @property
+    def terminal(self) -> bool:
+        return self in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
+
+
+@dataclass(frozen=True, slots=True)
+class Halt:
+    """A side effect whose outcome is unknown: it may have acted; its result was not recorded."""
+
+    call_id: str
+    tool: str
+    arguments: Any
+    attempted_at_ms: int | None
+    cause: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "call_id": self.call_id,
+            "tool": self.tool,
+            "arguments": self.arguments,
+            "attempted_at_ms": self.attempted_at_ms,
+            "cause": self.cause,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """What a waiting run needs: an approval decision or a person's answer."""
+
+    kind: str  # "approval" or "input"
+    call_id: str
+    tool: str
+    arguments: Any
+    prompt: str | None = None
+    key: str | None = None
+    schema: Any = None
+    policy: Any = None
+    tally: Any = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = {
+            "kind": self.kind,
+            "call_id": self.call_id,
+            "tool": self.tool,
+            "arguments": self.arguments,
+        }
+        for name in ("prompt", "key", "schema", "policy", "tally"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """The outcome of one drive of a run."""
+
+    run_id: str
+    status: RunStatus
+    output: str | None = None
+    halts: tuple[Halt, ...] = ()
+    waiting: tuple[Waiting, ...] = ()
+    usage: Usage = field(default_factory=Usage)
+    turns: int = 0
+    error: str | None = None
+
+    @property
+    def halt(self) -> Halt | None:
+        """The first halted call, when the run is halted."""
+        return self.halts[0] if self.halts else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "status": self.status.value,
+            "output": self.output,
+            "halts": [h.to_json() for h in self.halts],
+            "waiting": [w.to_json() for w in self.waiting],
+            "usage": self.usage.to_json(),
+            "turns": self.turns,
+            "error": self.error,
+        }

@@ -1,0 +1,194 @@
+"""A run's state, folded from its records: what was asked, answered, attempted and decided.
+
+Pure: no I/O. The driver folds records as it writes them; ``show``, ``list`` and resolution fold
+a loaded journal the same way, so every status is derived from records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from runtime import records as R
+from runtime.errors import ProtocolError
+from runtime.journal.store import Record
+from runtime.messages import AssistantTurn, ToolCall, Usage
+
+__all__ = ["CallState", "RunState"]
+
+
+@dataclass(slots=True)
+class CallState:
+    """Everything recorded about one tool call, by attempt."""
+
+    call: ToolCall
+    turn: int
+    plan: Mapping[str, Any]
+    """The tool's safety and approval when the turn was recorded (for status without the agent)."""
+    markers: dict[int, Record] = field(default_factory=dict)
+    results: dict[int, Record] = field(default_factory=dict)
+    late: dict[int, Record] = field(default_factory=dict)
+    decisions: list[Record] = field(default_factory=list)
+    tally: Record | None = None
+    interrupts: dict[str, Record] = field(default_factory=dict)
+    answers: dict[str, Record] = field(default_factory=dict)
+
+    @property
+    def attempt(self) -> int:
+        """The current attempt: one more than the attempts resolved "not executed"."""
+        k = 1
+        while (r := self.results.get(k)) is not None and r.payload.get("outcome") == "not_executed":
+            if k in self.late:
+                return k
+            k += 1
+        return k
+
+    @property
+    def result(self) -> Record | None:
+        """The record holding the call's outcome (value or error), if it has one."""
+        k = self.attempt
+        if k in self.late:
+            return self.late[k]
+        return self.results.get(k)
+
+    @property
+    def marker(self) -> Record | None:
+        """The current attempt's marker, if a side effect was attempted."""
+        return self.markers.get(self.attempt)
+
+    @property
+    def unknown_outcome(self) -> bool:
+        """Attempted, no result: the call may have acted. A resume halts on it."""
+        return self.marker is not None and self.result is None
+
+    @property
+    def last_resolution(self) -> Record | None:
+        resolved = [r for r in self.results.values() if r.payload.get("resolved")]
+        return max(resolved, key=lambda r: r.seq) if resolved else None
+
+    def message_content(self) -> tuple[Any, bool]:
+        """What the model sees of this call's result: (content, is_error)."""
+        record = self.result
+        if record is None:
+            raise ProtocolError(f"call {self.call.id} has no result yet", call_id=self.call.id)
+        payload = record.payload
+        if payload.get("outcome") == "value":
+            return payload.get("value"), False
+        return payload.get("error"), True
+
+
+@dataclass(slots=True)
+class RunState:
+    """The fold of a run's records."""
+
+    run_id: str
+    start: Mapping[str, Any] | None = None
+    turns: list[AssistantTurn] = field(default_factory=list)
+    calls: dict[str, CallState] = field(default_factory=dict)
+    cancel: Record | None = None
+    end: Record | None = None
+    usage: Usage = field(default_factory=Usage)
+    records: list[Record] = field(default_factory=list)
+    last_seq: int = 0
+    _seen: set[int] = field(default_factory=set)
+
+    @classmethod
+    def fold(cls, run_id: str, records: Iterable[Record]) -> RunState:
+        state = cls(run_id)
+        for record in records:
+            state.add(record)
+        return state
+
+    def add(self, record: Record) -> None:
+        """Fold one record in (once; records of concurrent writers may arrive out of order).
+
+        Unknown kinds are kept (shown) but change nothing.
+        """
+        if record.seq in self._seen:
+            return
+        self._seen.add(record.seq)
+        self.last_seq = max(self.last_seq, record.seq)
+        self.records.append(record)
+        kind, payload = record.kind, record.payload
+        if kind == R.START:
+            self.start = payload
+        elif kind == R.TURN:
+            self._add_turn(record)
+        elif kind in (R.ATTEMPT, R.RESULT, R.LATE):
+            call = self._call(record)
+            attempt = int(payload["attempt"])
+            {R.ATTEMPT: call.markers, R.RESULT: call.results, R.LATE: call.late}[kind][attempt] = (
+                record
+            )
+        elif kind == R.DECISION:
+            self._call(record).decisions.append(record)
+        elif kind == R.TALLY:
+            self._call(record).tally = record
+        elif kind == R.INTERRUPT:
+            self._call(record).interrupts[str(payload["key"])] = record
+        elif kind == R.ANSWER:
+            self._call(record).answers[str(payload["key"])] = record
+        elif kind == R.CANCEL:
+            self.cancel = record
+        elif kind == R.END:
+            self.end = record
+
+    def _add_turn(self, record: Record) -> None:
+        n = int(record.payload["n"])
+        if n != len(self.turns) + 1:
+            raise ProtocolError(
+                f"run {self.run_id}: turn {n} recorded after turn {len(self.turns)}",
+                run_id=self.run_id,
+            )
+        turn = AssistantTurn.from_json(record.payload["turn"])
+        plans = record.payload.get("plan") or {}
+        self.turns.append(turn)
+        self.usage = self.usage + turn.usage
+        for call in turn.tool_calls:
+            self.calls[call.id] = CallState(call, n, plans.get(call.id) or {})
+
+    def _call(self, record: Record) -> CallState:
+        call_id = record.payload.get("call_id")
+        state = self.calls.get(call_id) if isinstance(call_id, str) else None
+        if state is None:
+            raise ProtocolError(
+                f"run {self.run_id}: record {record.key!r} names call {call_id!r}, which no "
+                "recorded turn asked for",
+                run_id=self.run_id,
+            )
+        return state
+
+    # --- derived views ----------------------------------------------------------------------
+
+    @property
+    def input(self) -> Any:
+        return None if self.start is None else self.start.get("input")
+
+    def pending_calls(self) -> list[CallState]:
+        """The last turn's calls without an outcome, in the order the model asked for them."""
+        if not self.turns:
+            return []
+        last = self.turns[-1]
+        return [self.calls[c.id] for c in last.tool_calls if self.calls[c.id].result is None]
+
+    def status(self) -> str:
+        """The run's status as the records alone tell it (no driver is consulted)."""
+        if self.end is not None:
+            return str(self.end.payload.get("status", "failed"))
+        if self.cancel is not None:
+            return "cancelled"
+        pending = self.pending_calls()
+        if any(c.unknown_outcome for c in pending):
+            return "halted"
+        if any(self._waits(c) for c in pending):
+            return "waiting"
+        return "running"
+
+    def _waits(self, call: CallState) -> bool:
+        if call.interrupts.keys() - call.answers.keys():
+            return True
+        return bool(call.plan.get("approval")) and call.tally is None
+
+    def halted_calls(self) -> list[CallState]:
+        return [c for c in self.pending_calls() if c.unknown_outcome]

@@ -1,0 +1,283 @@
+"""Runs as a whole: memoised turns, inputs, budgets, cancel, protocol checks, model failures."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from runtime import (
+    Agent,
+    AssistantTurn,
+    BudgetError,
+    ConfigError,
+    Journal,
+    Message,
+    ModelError,
+    ProtocolError,
+    RetryPolicy,
+    RunStatus,
+    Safety,
+    StorageError,
+    ToolCall,
+    ToolSpec,
+    tool,
+)
+from runtime.testing import ScriptedModel
+from tests.helpers import Ledger, call, inject, make_tools, slow
+
+SCRIPT = [
+    {"tool_calls": [call("c1", "lookup", customer="ann")]},
+    {"tool_calls": [call("c2", "charge", customer="ann", amount=5)]},
+    {"text": "done"},
+]
+
+
+def agent(ledger: Ledger, script: Any = SCRIPT, **kw: Any) -> Agent:
+    return Agent(model=ScriptedModel(script), tools=list(make_tools(ledger).values()), **kw)
+
+
+async def test_a_finished_run_returns_its_recorded_result_without_model_or_tools(
+    journal: Journal,
+) -> None:
+    ledger = Ledger()
+    first = await agent(ledger).run("r", "go", journal=journal)
+    model = ScriptedModel([])
+    again = await Agent(model=model, tools=list(make_tools(ledger).values())).run(
+        "r", "go", journal=journal
+    )
+    assert again == first
+    assert model.calls == 0 and ledger.count("charge") == 1
+
+
+async def test_a_different_input_for_an_existing_run_is_a_config_error(journal: Journal) -> None:
+    await agent(Ledger()).run("r", "go", journal=journal)
+    with pytest.raises(ConfigError, match="different input"):
+        await agent(Ledger()).run("r", "something else", journal=journal)
+
+
+async def test_resuming_a_run_that_does_not_exist_is_a_config_error(journal: Journal) -> None:
+    with pytest.raises(ConfigError, match="no run"):
+        await agent(Ledger()).resume("ghost", journal=journal)
+    assert (await journal.list_runs()).runs == []
+
+
+async def test_a_crash_after_the_final_answer_finishes_on_resume_with_no_model_call(
+    journal: Journal,
+) -> None:
+    ledger = Ledger()
+    faulty = inject(journal, 1_000, after_commit=False)
+    await agent(ledger).run("clean", "go", journal=journal)
+    writes = faulty.writes  # the end marker is the last write of a clean run
+    async with Journal(journal.path) as fresh:
+        inject(fresh, writes, after_commit=False)
+        with pytest.raises(StorageError):
+            await agent(ledger).run("r", "go", journal=fresh)
+    model = ScriptedModel(SCRIPT)
+    result = await Agent(model=model, tools=list(make_tools(ledger).values())).resume(
+        "r", journal=journal
+    )
+    assert result.status is RunStatus.COMPLETED and result.output == "done"
+    assert model.calls == 0
+
+
+async def test_recorded_turns_are_never_requested_again_after_a_crash(journal: Journal) -> None:
+    ledger = Ledger()
+    # Fail the write of the charge's result: turns 1 and 2 are recorded, the charge halts.
+    inject(journal, 7, after_commit=False)
+    with pytest.raises(StorageError):
+        await agent(ledger).run("r", "go", journal=journal)
+    async with Journal(journal.path) as fresh:
+        model = ScriptedModel(SCRIPT)
+        result = await Agent(model=model, tools=list(make_tools(ledger).values())).resume(
+            "r", journal=fresh
+        )
+    assert result.status is RunStatus.HALTED
+    assert model.calls == 0
+
+
+async def test_max_turns_is_a_budget_error_and_the_run_continues_once_raised(
+    journal: Journal,
+) -> None:
+    ledger = Ledger()
+    with pytest.raises(BudgetError, match="max_turns=2"):
+        await agent(ledger, max_turns=2).run("r", "go", journal=journal)
+    assert (await journal.require("r")).status() == "running"
+    result = await agent(ledger, max_turns=3).resume("r", journal=journal)
+    assert result.status is RunStatus.COMPLETED
+    assert ledger.count("charge") == 1
+
+
+async def test_a_cancel_request_is_honoured_at_the_next_turn_boundary(journal: Journal) -> None:
+    ledger = Ledger()
+    inject(journal, 5, after_commit=False)  # stop right after turn 1's result is recorded
+    with pytest.raises(StorageError):
+        await agent(ledger).run("r", "go", journal=journal)
+    async with Journal(journal.path) as fresh:
+        assert await fresh.cancel("r", reason="customer left", by="ops")
+        assert not await fresh.cancel("r")
+        model = ScriptedModel(SCRIPT)
+        result = await Agent(model=model, tools=list(make_tools(ledger).values())).resume(
+            "r", journal=fresh
+        )
+        assert result.status is RunStatus.CANCELLED
+        assert model.calls == 0 and ledger.count("charge") == 0
+        with pytest.raises(ConfigError, match="already ended"):
+            await fresh.cancel("r")
+
+
+async def test_a_cancel_during_a_turn_stops_attempts_that_have_not_started(
+    journal: Journal,
+) -> None:
+    ledger = Ledger()
+
+    @tool(safety=Safety.READ_ONLY)
+    async def lookup(customer: str) -> str:
+        await journal.cancel("r", reason="stop")
+        await asyncio.sleep(0.01)
+        return "found"
+
+    tools = make_tools(ledger)
+    tools["lookup"] = lookup
+    script = [
+        {"tool_calls": [call("c1", "lookup", customer="a")]},
+        {"tool_calls": [call("c2", "charge", customer="a", amount=1)]},
+        {"text": "done"},
+    ]
+    result = await Agent(model=ScriptedModel(script), tools=list(tools.values())).run(
+        "r", "go", journal=journal
+    )
+    assert result.status is RunStatus.CANCELLED
+    assert ledger.count("charge") == 0
+    row = await journal.run_row("r")
+    assert row is not None and row.status == "cancelled"
+
+
+class BadModel:
+    def __init__(self, turns: Sequence[AssistantTurn]):
+        self.turns = list(turns)
+
+    async def complete(
+        self, system_prompt: str | None, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> AssistantTurn:
+        return self.turns[sum(isinstance(m, AssistantTurn) for m in messages)]
+
+
+@pytest.mark.parametrize(
+    ("calls", "match"),
+    [
+        ([ToolCall("", "lookup", {})], "without a usable id"),
+        ([ToolCall("x", "lookup", {}), ToolCall("x", "lookup", {})], "twice"),
+    ],
+)
+async def test_a_turn_with_missing_or_duplicate_call_ids_is_a_protocol_error_not_journaled(
+    journal: Journal, calls: list[ToolCall], match: str
+) -> None:
+    ledger = Ledger()
+    a = Agent(
+        model=BadModel([AssistantTurn(tool_calls=tuple(calls))]),
+        tools=list(make_tools(ledger).values()),
+    )
+    with pytest.raises(ProtocolError, match=match):
+        await a.run("r", "go", journal=journal)
+    state = await journal.require("r")
+    assert state.turns == [] and ledger.executions == []
+
+
+async def test_a_call_id_reused_from_an_earlier_turn_is_a_protocol_error(journal: Journal) -> None:
+    ledger = Ledger()
+    turn = AssistantTurn(tool_calls=(ToolCall("c1", "lookup", {"customer": "a"}),))
+    a = Agent(model=BadModel([turn, turn]), tools=list(make_tools(ledger).values()))
+    with pytest.raises(ProtocolError, match="reused"):
+        await a.run("r", "go", journal=journal)
+    assert len((await journal.require("r")).turns) == 1
+
+
+class FailingModel:
+    def __init__(self, errors: list[ModelError], then: AssistantTurn):
+        self.errors = errors
+        self.then = then
+        self.calls = 0
+
+    async def complete(self, *args: Any) -> AssistantTurn:
+        self.calls += 1
+        if self.errors:
+            raise self.errors.pop(0)
+        return self.then
+
+
+async def test_a_retryable_model_error_is_retried_honouring_retry_after(journal: Journal) -> None:
+    model = FailingModel(
+        [ModelError("429", retryable=True, retry_after=0.01), ModelError("503", retryable=True)],
+        AssistantTurn(text="hi"),
+    )
+    a = Agent(model=model, model_retry=RetryPolicy(max_attempts=3, initial_delay=0.001))
+    result = await a.run("r", "go", journal=journal)
+    assert result.status is RunStatus.COMPLETED and model.calls == 3
+
+
+async def test_retryable_model_errors_past_the_policy_leave_the_run_resumable(
+    journal: Journal,
+) -> None:
+    model = FailingModel([ModelError("503", retryable=True)] * 2, AssistantTurn(text="hi"))
+    a = Agent(model=model, model_retry=RetryPolicy(max_attempts=2, initial_delay=0))
+    with pytest.raises(ModelError):
+        await a.run("r", "go", journal=journal)
+    assert (await journal.require("r")).status() == "running"
+    assert (await a.resume("r", journal=journal)).status is RunStatus.COMPLETED
+
+
+async def test_a_non_retryable_model_error_fails_the_run(journal: Journal) -> None:
+    model = FailingModel([ModelError("400 bad request", status_code=400)], AssistantTurn())
+    result = await Agent(model=model).run("r", "go", journal=journal)
+    assert result.status is RunStatus.FAILED
+    assert result.error is not None and "400 bad request" in result.error
+    assert model.calls == 1
+    row = await journal.run_row("r")
+    assert row is not None and row.status == "failed"
+
+
+async def test_one_agent_drives_many_runs_at_once(journal: Journal) -> None:
+    ledger = Ledger()
+    a = agent(ledger)
+    results = await asyncio.gather(*(a.run(f"r{i}", "go", journal=journal) for i in range(30)))
+    assert {r.status for r in results} == {RunStatus.COMPLETED}
+    assert ledger.count("charge") == 30
+    assert len(set(ledger.keys("charge"))) == 30
+
+
+async def test_two_drivers_of_one_run_never_both_fire_the_effect(db_path: Any) -> None:
+    ledger = Ledger()
+    tools = make_tools(ledger)
+    tools["charge"] = slow(ledger, "charge", Safety.SIDE_EFFECT, 0.05)
+    script = [{"tool_calls": [call("c1", "charge")]}, {"text": "done"}]
+    async with Journal(db_path) as j1, Journal(db_path) as j2:
+        a1 = Agent(model=ScriptedModel(script), tools=list(tools.values()))
+        a2 = Agent(model=ScriptedModel(script), tools=list(tools.values()))
+        results = await asyncio.gather(a1.run("r", "go", journal=j1), a2.run("r", "go", journal=j2))
+    assert ledger.count("charge") == 1
+    assert {r.status for r in results} <= {RunStatus.COMPLETED, RunStatus.HALTED}
+
+
+async def test_run_status_and_index_follow_the_drive(journal: Journal) -> None:
+    ledger = Ledger()
+    await agent(ledger).run("r", "go", journal=journal)
+    row = await journal.run_row("r")
+    assert row is not None
+    assert (row.status, row.turns, row.agent) == ("completed", 3, "agent")
+    assert (await journal.require("r")).status() == "completed"
+
+
+def test_two_tools_with_one_name_are_a_config_error() -> None:
+    ledger = Ledger()
+    tools = make_tools(ledger)
+    with pytest.raises(ConfigError, match="named 'lookup'"):
+        Agent(model=ScriptedModel([]), tools=[tools["lookup"], tools["lookup"]])
+
+
+@pytest.mark.parametrize("kw", [{"max_turns": 0}, {"max_concurrency": 0}, {"max_turns": True}])
+def test_agent_limits_are_validated(kw: dict[str, Any]) -> None:
+    with pytest.raises(ConfigError):
+        Agent(model=ScriptedModel([]), **kw)
