@@ -13,10 +13,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import jsonschema
+import pydantic
 import structlog
 
 from runtime import faults
 from runtime import records as R
+from runtime.approval import ApprovalPolicy, tally
 from runtime.errors import (
     BudgetError,
     ConfigError,
@@ -41,6 +43,27 @@ log = structlog.get_logger(__name__)
 
 _CANCELLED = object()
 """A call that did not start because the run was cancelled."""
+_PROCEED = object()
+_DONE = object()
+
+
+class _Paused(BaseException):
+    """Raised through a tool by ``context.interrupt`` when no answer is journaled yet.
+
+    A BaseException, like CancelledError, so that a tool's ``except Exception`` cannot eat it.
+    """
+
+    def __init__(self, waiting: Waiting):
+        super().__init__(waiting.key)
+        self.waiting = waiting
+
+
+class _Misuse(BaseException):
+    """A ConfigError raised inside a tool that must stop the drive, not become a result."""
+
+    def __init__(self, error: ConfigError):
+        super().__init__(str(error))
+        self.error = error
 
 
 class Agent:
@@ -86,6 +109,11 @@ class Agent:
             if spec is None or not callable(getattr(t, "call", None)):
                 raise ConfigError(f"{t!r} is not a Tool (it needs .spec and async .call)")
             validate_tool_name(spec.name)
+            if spec.approval is not None and not isinstance(spec.approval, ApprovalPolicy):
+                raise ConfigError(
+                    f"tool {spec.name}: approval must be an ApprovalPolicy "
+                    "(single_approval() or ApprovalPolicy(need=..., approvers=...))"
+                )
             if spec.name in self.tools:
                 raise ConfigError(f"two tools of agent {self.name!r} are named {spec.name!r}")
             self.tools[spec.name] = t
@@ -152,6 +180,10 @@ class _Drive:
         self.semaphore = asyncio.Semaphore(agent.max_concurrency)
         self.executed = 0
 
+    def _cancelled(self) -> bool:
+        """Whether a cancel request was seen (refreshed by every write of this drive)."""
+        return self.cancel_requested
+
     async def go(self, input: str | None, spec: str | None) -> RunResult:
         started = time.monotonic()
         with structlog.contextvars.bound_contextvars(run_id=self.run_id):
@@ -181,7 +213,7 @@ class _Drive:
         while True:
             if state.end is not None:
                 return self._ended()
-            if self.cancel_requested or state.cancel is not None:
+            if self._cancelled() or state.cancel is not None:
                 return await self._end("cancelled")
             pending = state.pending_calls()
             if pending:
@@ -401,7 +433,12 @@ class _Drive:
             return await self._record(
                 cs, k, tool, error=("invalid_arguments", f"{call.name}: {problem}")
             )
-        if self.cancel_requested:
+        if self._cancelled():
+            return _CANCELLED
+        gate = await self._gate(cs, k, tool)
+        if gate is not _PROCEED:
+            return None if gate is _DONE else gate
+        if self._cancelled():
             return _CANCELLED
         safety = tool.spec.safety
         context = ToolContext(
@@ -410,10 +447,105 @@ class _Drive:
             tool_name=call.name,
             safety=safety,
             idempotency_key=idempotency_key_for(self.run_id, call.id),
+            interrupt=self._interrupter(cs, tool),
         )
-        if safety is Safety.SIDE_EFFECT:
-            return await self._side_effect(cs, k, tool, context)
-        return await self._retry_safe(cs, k, tool, context)
+        try:
+            if safety is Safety.SIDE_EFFECT:
+                return await self._side_effect(cs, k, tool, context)
+            return await self._retry_safe(cs, k, tool, context)
+        except _Paused as paused:
+            log.info("run_waiting", call_id=call.id, tool=call.name, kind="input")
+            return paused.waiting
+        except _Misuse as misuse:
+            raise misuse.error from None
+
+    async def _gate(self, cs: CallState, k: int, tool: Tool) -> Any:
+        """Pause a gated call until its policy is decided; record a denial as its result."""
+        policy = tool.spec.approval
+        if policy is None:
+            return _PROCEED
+        call = cs.call
+        recorded = cs.tallies.get(policy.digest)
+        if recorded is None:
+            count = tally(
+                policy,
+                cs.decisions_made(),
+                run_id=self.run_id,
+                call_id=call.id,
+                tool=call.name,
+                arguments=call.arguments,
+            )
+            if count.outcome == "pending":
+                log.info("run_waiting", call_id=call.id, tool=call.name, kind="approval")
+                return Waiting(
+                    kind="approval",
+                    call_id=call.id,
+                    tool=call.name,
+                    arguments=call.arguments,
+                    policy=policy.to_json(),
+                    tally=count.to_json(),
+                )
+            # The terminal tally is journaled before the tool runs; a resume reuses it.
+            appended = await self._append(
+                R.tally_key(call.id, policy.digest),
+                R.TALLY,
+                {"call_id": call.id, "policy": policy.digest, "tally": count.to_json()},
+            )
+            assert appended.record is not None
+            recorded = appended.record
+            log.info("approval_decided", call_id=call.id, outcome=count.outcome)
+        outcome = recorded.payload["tally"]
+        if outcome["outcome"] == "denied":
+            who = ", ".join(outcome.get("denials") or ()) or "the approvers"
+            await self._record(
+                cs, k, tool, error=("approval_denied", f"{call.name} was not approved ({who})")
+            )
+            return _DONE
+        return _PROCEED
+
+    def _interrupter(self, cs: CallState, tool: Tool) -> Any:
+        call = cs.call
+
+        async def interrupt(
+            key: str, prompt: str, *, expect: Any = str, schema: Mapping[str, Any] | None = None
+        ) -> Any:
+            if tool.spec.safety is Safety.SIDE_EFFECT:
+                raise _Misuse(
+                    ConfigError(
+                        f"tool {call.name} is a SIDE_EFFECT and called interrupt(): only READ_ONLY"
+                        " and IDEMPOTENT tools may, since the tool runs again once answered",
+                        run_id=self.run_id,
+                        call_id=call.id,
+                    )
+                )
+            if not isinstance(key, str) or not key or len(key) > 128:
+                raise _Misuse(ConfigError(f"interrupt key must be 1 to 128 characters: {key!r}"))
+            adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(expect)
+            answer = cs.answers.get(key)
+            if answer is not None:
+                try:
+                    return adapter.validate_python(answer.payload["value"])
+                except pydantic.ValidationError as exc:
+                    raise ToolError(f"the answer to {key!r} does not fit: {exc}") from exc
+            wanted = dict(schema) if schema is not None else adapter.json_schema()
+            await self._append(
+                R.interrupt_key(call.id, key),
+                R.INTERRUPT,
+                {"call_id": call.id, "key": key, "prompt": prompt, "schema": wanted},
+            )
+            raise _Paused(
+                Waiting(
+                    kind="input",
+                    call_id=call.id,
+                    tool=call.name,
+                    arguments=call.arguments,
+                    prompt=prompt,
+                    key=key,
+                    schema=wanted,
+                )
+            )
+
+        return interrupt
 
     async def _side_effect(self, cs: CallState, k: int, tool: Tool, context: ToolContext) -> Any:
         call = cs.call
@@ -481,7 +613,7 @@ class _Drive:
                 )
             log.info("tool_retry", call_id=call.id, attempt=attempt, delay_s=round(delay, 3))
             await asyncio.sleep(delay)
-            if self.cancel_requested:
+            if self._cancelled():
                 return _CANCELLED
 
     async def _invoke(self, tool: Tool, arguments: Any, context: ToolContext) -> Any:

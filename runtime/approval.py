@@ -3,17 +3,35 @@
 from __future__ import annotations
 
 import base64
+import hashlib
+import json
+import struct
 import types
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from runtime.errors import ConfigError
 
-__all__ = ["ApprovalPolicy", "single_approval"]
+__all__ = [
+    "DECISION_TAG",
+    "ApprovalPolicy",
+    "Decision",
+    "Tally",
+    "arguments_digest",
+    "canonical_json",
+    "decision_bytes",
+    "sign_decision",
+    "single_approval",
+    "tally",
+]
+
+DECISION_TAG = "bide/approval/v1"
+"""The format tag that starts every signed decision's bytes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +79,11 @@ class ApprovalPolicy:
         raw = self.approvers.get(approver)
         return Ed25519PublicKey.from_public_bytes(raw) if raw is not None else None
 
+    @property
+    def digest(self) -> str:
+        """SHA-256 of the canonical policy: a decision counts only under the policy it was for."""
+        return hashlib.sha256(canonical_json(self.to_json())).hexdigest()
+
     def to_json(self) -> dict[str, Any]:
         return {
             "need": self.need,
@@ -98,3 +121,183 @@ def _raw_public_key(approver: str, key: object) -> bytes:
     raise ConfigError(
         f"approval policy: key of {approver!r} must be an Ed25519 public key (32 raw bytes)"
     )
+
+
+def canonical_json(value: Any) -> bytes:
+    """The canonical JSON of a value: sorted keys, no whitespace, UTF-8, no NaN."""
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    ).encode("utf-8")
+
+
+def arguments_digest(arguments: Any) -> str:
+    """Hex SHA-256 of the canonical JSON of a call's arguments."""
+    return hashlib.sha256(canonical_json(arguments)).hexdigest()
+
+
+def decision_bytes(
+    *, run_id: str, call_id: str, tool: str, arguments: Any, approver: str, approve: bool
+) -> bytes:
+    """The exact bytes an approver signs: each field as a 4-byte big-endian length and UTF-8.
+
+    Fields, in order: the tag ``bide/approval/v1``, run id, call id, tool name, the hex SHA-256 of
+    the canonical JSON arguments, approver id, and ``approve`` or ``deny``.
+    """
+    fields = (
+        DECISION_TAG,
+        run_id,
+        call_id,
+        tool,
+        arguments_digest(arguments),
+        approver,
+        "approve" if approve else "deny",
+    )
+    out = bytearray()
+    for text in fields:
+        raw = text.encode("utf-8")
+        out += struct.pack(">I", len(raw)) + raw
+    return bytes(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One approver's decision on one call, as submitted (signed for m-of-n policies)."""
+
+    approver: str
+    approve: bool
+    signature: bytes | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "approver": self.approver,
+            "approve": self.approve,
+            "signature": (
+                base64.b64encode(self.signature).decode("ascii") if self.signature else None
+            ),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Decision:
+        signature = data.get("signature")
+        return cls(
+            approver=str(data.get("approver", "")),
+            approve=bool(data.get("approve")),
+            signature=base64.b64decode(signature) if signature else None,
+        )
+
+
+def sign_decision(
+    key: Ed25519PrivateKey,
+    *,
+    run_id: str,
+    call_id: str,
+    tool: str,
+    arguments: Any,
+    approver: str,
+    approve: bool = True,
+) -> Decision:
+    """Sign a decision with an approver's private key (what ``approve --key`` does)."""
+    message = decision_bytes(
+        run_id=run_id,
+        call_id=call_id,
+        tool=tool,
+        arguments=arguments,
+        approver=approver,
+        approve=approve,
+    )
+    return Decision(approver, approve, key.sign(message))
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """The count of a gate's valid decisions and what it concludes."""
+
+    outcome: Literal["approved", "denied", "pending"]
+    need: int
+    approvals: tuple[str, ...]
+    denials: tuple[str, ...]
+    ignored: int
+    """Decisions journaled but not counted: bad signature, unknown approver, a repeat, another
+    policy."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome,
+            "need": self.need,
+            "approvals": list(self.approvals),
+            "denials": list(self.denials),
+            "ignored": self.ignored,
+        }
+
+
+def verify(
+    policy: ApprovalPolicy,
+    decision: Decision,
+    *,
+    run_id: str,
+    call_id: str,
+    tool: str,
+    arguments: Any,
+) -> bool:
+    """Whether the decision may be counted under ``policy`` for this exact call."""
+    if not decision.approver:
+        return False
+    if not policy.signed:
+        return True
+    key = policy.public_key(decision.approver)
+    if key is None or decision.signature is None:
+        return False
+    message = decision_bytes(
+        run_id=run_id,
+        call_id=call_id,
+        tool=tool,
+        arguments=arguments,
+        approver=decision.approver,
+        approve=decision.approve,
+    )
+    try:
+        key.verify(decision.signature, message)
+    except InvalidSignature:
+        return False
+    return True
+
+
+def tally(
+    policy: ApprovalPolicy,
+    decisions: Iterable[tuple[Decision, str]],
+    *,
+    run_id: str,
+    call_id: str,
+    tool: str,
+    arguments: Any,
+) -> Tally:
+    """Count decisions, in journal order, each with the policy digest it was made under.
+
+    Each approver's first valid decision counts; the gate is approved at ``need`` approvals and
+    denied once ``need`` can no longer be reached.
+    """
+    counted: dict[str, bool] = {}
+    ignored = 0
+    for decision, digest in decisions:
+        if (
+            digest != policy.digest
+            or decision.approver in counted
+            or not verify(
+                policy, decision, run_id=run_id, call_id=call_id, tool=tool, arguments=arguments
+            )
+        ):
+            ignored += 1
+            continue
+        counted[decision.approver] = decision.approve
+    approvals = tuple(a for a, ok in counted.items() if ok)
+    denials = tuple(a for a, ok in counted.items() if not ok)
+    voters = len(policy.approvers) if policy.signed else 1
+    undecided = max(voters - len(counted), 0)
+    outcome: Literal["approved", "denied", "pending"]
+    if len(approvals) >= policy.need:
+        outcome = "approved"
+    elif len(approvals) + undecided < policy.need:
+        outcome = "denied"
+    else:
+        outcome = "pending"
+    return Tally(outcome, policy.need, approvals, denials, ignored)

@@ -8,8 +8,9 @@ One run's keys (insert-if-absent, so of two drivers writing one key exactly one 
     attempt/<call>/<k>          a side effect's k-th attempt is about to leave the process
     result/<call>/<k>           the outcome of attempt k: a value, an error, or a resolution
     late/<call>/<k>             a result that arrived after attempt k was resolved "not executed"
-    decision/<call>/<who>/<n>   an approval decision as submitted (counted or not)
-    tally/<call>                the gate's terminal tally, recorded before the tool runs
+    decision/<call>/<digest>    an approval decision as submitted (counted or not); identical
+                                resubmissions share a key, so they are no-ops
+    tally/<call>/<policy>       the gate's terminal tally under one policy, before the tool runs
     interrupt/<call>/<key>      a tool's question to a person
     answer/<call>/<key>         the answer to it
     cancel                      a cancel request
@@ -74,12 +75,12 @@ def late_key(call_id: str, attempt: int) -> str:
     return f"late/{call_id}/{attempt}"
 
 
-def decision_key(call_id: str, approver: str, n: int) -> str:
-    return f"decision/{call_id}/{approver}/{n}"
+def decision_key(call_id: str, fingerprint: str) -> str:
+    return f"decision/{call_id}/{fingerprint}"
 
 
-def tally_key(call_id: str) -> str:
-    return f"tally/{call_id}"
+def tally_key(call_id: str, policy_digest: str) -> str:
+    return f"tally/{call_id}/{policy_digest[:16]}"
 
 
 def interrupt_key(call_id: str, key: str) -> str:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime import records as R
+from runtime.approval import Decision
 from runtime.errors import ProtocolError
 from runtime.journal.store import Record
 from runtime.messages import AssistantTurn, ToolCall, Usage
@@ -30,7 +31,8 @@ class CallState:
     results: dict[int, Record] = field(default_factory=dict)
     late: dict[int, Record] = field(default_factory=dict)
     decisions: list[Record] = field(default_factory=list)
-    tally: Record | None = None
+    tallies: dict[str, Record] = field(default_factory=dict)
+    """Terminal tallies of the approval gate, by the digest of the policy they were made under."""
     interrupts: dict[str, Record] = field(default_factory=dict)
     answers: dict[str, Record] = field(default_factory=dict)
 
@@ -61,6 +63,16 @@ class CallState:
     def unknown_outcome(self) -> bool:
         """Attempted, no result: the call may have acted. A resume halts on it."""
         return self.marker is not None and self.result is None
+
+    def decisions_made(self) -> list[tuple[Decision, str]]:
+        """The approval decisions journaled for this call, in order, with their policy digest."""
+        ordered = sorted(self.decisions, key=lambda r: r.seq)
+        return [
+            (Decision.from_json(r.payload["decision"]), str(r.payload["policy"])) for r in ordered
+        ]
+
+    def pending_interrupts(self) -> list[Record]:
+        return [r for key, r in self.interrupts.items() if key not in self.answers]
 
     @property
     def last_resolution(self) -> Record | None:
@@ -124,7 +136,7 @@ class RunState:
         elif kind == R.DECISION:
             self._call(record).decisions.append(record)
         elif kind == R.TALLY:
-            self._call(record).tally = record
+            self._call(record).tallies[str(payload["policy"])] = record
         elif kind == R.INTERRUPT:
             self._call(record).interrupts[str(payload["key"])] = record
         elif kind == R.ANSWER:
@@ -188,7 +200,7 @@ class RunState:
     def _waits(self, call: CallState) -> bool:
         if call.interrupts.keys() - call.answers.keys():
             return True
-        return bool(call.plan.get("approval")) and call.tally is None
+        return bool(call.plan.get("approval")) and not call.tallies
 
     def halted_calls(self) -> list[CallState]:
         return [c for c in self.pending_calls() if c.unknown_outcome]

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from typing import Any, Literal, Self
 
+import jsonschema
 import structlog
 
 from runtime import faults
 from runtime import records as R
+from runtime.approval import ApprovalPolicy, Decision, Tally, canonical_json, tally
 from runtime.errors import ConfigError, ConflictError
 from runtime.journal.sqlite import BUSY_TIMEOUT_MS
 from runtime.journal.store import RunPage, RunRow, Store
@@ -149,9 +152,7 @@ class Journal:
         a call that is not halted, is refused.
         """
         state = await self.require(run_id)
-        call = state.calls.get(call_id)
-        if call is None:
-            raise ConfigError(f"run {run_id!r} has no call {call_id!r}", run_id=run_id)
+        call = _call(state, call_id)
         k = call.attempt
         last = call.last_resolution
         if last is not None and resolution.same_as(last.payload):
@@ -202,6 +203,110 @@ class Journal:
             call_id=call_id,
         )
 
+    async def approve(
+        self, run_id: str, call_id: str, *, by: str, deny: bool = False
+    ) -> tuple[bool, Tally]:
+        """Record one person's unsigned decision on a call gated by ``single_approval()``."""
+        return await self.decide(run_id, call_id, Decision(by, not deny))
+
+    async def decide(self, run_id: str, call_id: str, decision: Decision) -> tuple[bool, Tally]:
+        """Journal a decision on a gated call; return whether it counts, and the tally now.
+
+        Every signed decision is journaled as seen, valid or not (a forged signature, an unknown
+        approver, other arguments); only valid ones count, each approver's first. An identical
+        resubmission is a no-op. The gate itself is decided by the next drive of the run.
+        """
+        state = await self.require(run_id)
+        call = _call(state, call_id)
+        policy_json = call.plan.get("approval")
+        if not policy_json:
+            raise ConfigError(f"call {call_id!r} of run {run_id!r} is not gated by an approval")
+        policy = ApprovalPolicy.from_json(policy_json)
+        if not isinstance(decision.approver, str) or not decision.approver.strip():
+            raise ConfigError("a decision needs the approver's name or id")
+        if policy.signed and decision.signature is None:
+            raise ConfigError(
+                f"call {call_id!r} needs signed decisions from its approvers "
+                f"({', '.join(sorted(policy.approvers))}): sign with the approver's key"
+            )
+        before = _tally_now(call, policy, run_id)
+        payload = {"call_id": call_id, "decision": decision.to_json(), "policy": policy.digest}
+        fingerprint = hashlib.sha256(canonical_json(payload)).hexdigest()[:24]
+        appended = await self.store.append(
+            run_id, R.decision_key(call_id, fingerprint), R.DECISION, payload
+        )
+        if appended.record is not None:
+            state.add(appended.record)
+        now = _tally_now(call, policy, run_id)
+        decided = (*now.approvals, *now.denials)
+        counts = (
+            appended.won
+            and before.outcome == "pending"
+            and decision.approver in decided
+            and decision.approver not in (*before.approvals, *before.denials)
+        )
+        log.info(
+            "decision_recorded",
+            run_id=run_id,
+            call_id=call_id,
+            approver=decision.approver,
+            approve=decision.approve,
+            counts=counts,
+            new=appended.won,
+            outcome=now.outcome,
+        )
+        return counts, now
+
+    async def answer(
+        self,
+        run_id: str,
+        key: str,
+        value: Any,
+        *,
+        call_id: str | None = None,
+        by: str | None = None,
+    ) -> bool:
+        """Answer a tool's interrupt. True if recorded, False if the same answer was already.
+
+        The value must fit the schema the tool asked for, else nothing is recorded.
+        """
+        state = await self.require(run_id)
+        asked = [
+            r
+            for c in state.calls.values()
+            for k, r in c.interrupts.items()
+            if k == key and (call_id is None or c.call.id == call_id)
+        ]
+        if not asked:
+            raise ConfigError(f"run {run_id!r} has no question {key!r} to answer")
+        if len(asked) > 1:
+            calls = ", ".join(sorted(r.payload["call_id"] for r in asked))
+            raise ConfigError(f"question {key!r} was asked by several calls ({calls}): name one")
+        question = asked[0].payload
+        cid = question["call_id"]
+        try:
+            jsonschema.validate(value, question.get("schema") or {})
+        except jsonschema.ValidationError as exc:
+            raise ConfigError(
+                f"the answer to {key!r} does not fit what was asked: {exc.message}"
+            ) from None
+        except jsonschema.SchemaError as exc:
+            raise ConfigError(f"question {key!r} has an invalid schema: {exc.message}") from exc
+        appended = await self.store.append(
+            run_id,
+            R.answer_key(cid, key),
+            R.ANSWER,
+            {"call_id": cid, "key": key, "value": value, "by": by},
+        )
+        winner = appended.record.payload if appended.record else {}
+        if not appended.won and winner.get("value") != value:
+            raise ConflictError(
+                f"question {key!r} of run {run_id!r} was answered already with a different value",
+                run_id=run_id,
+                call_id=cid,
+            )
+        return appended.won
+
     async def cancel(
         self, run_id: str, *, reason: str | None = None, by: str | None = None
     ) -> bool:
@@ -239,3 +344,28 @@ def resolution_payload(
     elif resolution.outcome == "error":
         payload["error"] = R.error_payload("resolved_failed", resolution.error or "")
     return payload
+
+
+def _call(state: RunState, call_id: str) -> CallState:
+    call = state.calls.get(call_id)
+    if call is None:
+        raise ConfigError(f"run {state.run_id!r} has no call {call_id!r}", run_id=state.run_id)
+    return call
+
+
+def _tally_now(call: CallState, policy: ApprovalPolicy, run_id: str) -> Tally:
+    """The gate's terminal tally if one is journaled, else the count of decisions so far."""
+    recorded = call.tallies.get(policy.digest)
+    if recorded is not None:
+        t = recorded.payload["tally"]
+        return Tally(
+            t["outcome"], t["need"], tuple(t["approvals"]), tuple(t["denials"]), t["ignored"]
+        )
+    return tally(
+        policy,
+        call.decisions_made(),
+        run_id=run_id,
+        call_id=call.call.id,
+        tool=call.call.name,
+        arguments=call.call.arguments,
+    )
