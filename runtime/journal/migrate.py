@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 
 from runtime.errors import ConfigError, SchemaError
 from runtime.journal import schema
 from runtime.journal.sqlite import BUSY_TIMEOUT_MS, configure
+
+if TYPE_CHECKING:
+    from alembic.script import ScriptDirectory
 
 __all__ = ["ensure_schema", "migration_engine", "script_location", "sqlite_path"]
 
@@ -79,6 +79,12 @@ def ensure_schema(path: str, *, migrate: bool, busy_timeout_ms: int = BUSY_TIMEO
 
     A schema from a newer bide (a revision this one does not ship) is refused either way.
     """
+    if _at_head(path, busy_timeout_ms):
+        return  # the common case, without importing Alembic
+    from alembic import command
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
     scripts = ScriptDirectory(script_location())
     head = scripts.get_current_head()
     if head != schema.HEAD_REVISION:  # pragma: no cover - a packaging mistake
@@ -109,7 +115,24 @@ def ensure_schema(path: str, *, migrate: bool, busy_timeout_ms: int = BUSY_TIMEO
         engine.dispose()
 
 
+def _at_head(path: str, busy_timeout_ms: int) -> bool:
+    """Whether the file exists and its schema is at this bide's head revision (read-only peek)."""
+    if not os.path.exists(path):
+        return False
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=busy_timeout_ms / 1000)
+        try:
+            row = conn.execute(f"SELECT version_num FROM {schema.VERSION_TABLE}").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return False
+    return row is not None and row[0] == schema.HEAD_REVISION
+
+
 def _current(conn: sa.Connection) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
     context = MigrationContext.configure(conn, opts={"version_table": schema.VERSION_TABLE})
     return context.get_current_revision()
 
