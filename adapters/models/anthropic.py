@@ -137,10 +137,13 @@ class AnthropicModel:
         names = ToolNames(tools)
         wire_messages = _encode_messages(messages, names)
         wire_tools = [_encode_tool(spec, names) for spec in tools]
+        deadline = asyncio.timeout(self.total_timeout)
         try:
-            async with asyncio.timeout(self.total_timeout):
+            async with deadline:
                 draft = await self._streamed(system_prompt, wire_messages, wire_tools)
         except TimeoutError as exc:
+            if not deadline.expired():
+                raise
             raise ModelError(
                 f"{self._label}: the turn did not finish within total_timeout="
                 f"{self.total_timeout}s",

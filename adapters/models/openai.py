@@ -138,13 +138,16 @@ class OpenAIChatModel:
         names = ToolNames(tools)
         wire_messages = _encode_messages(system_prompt, messages, names)
         wire_tools = [_encode_tool(spec, names) for spec in tools]
+        deadline = asyncio.timeout(self.total_timeout)
         try:
-            async with asyncio.timeout(self.total_timeout):
+            async with deadline:
                 if self.stream:
                     draft = await self._streamed(wire_messages, wire_tools)
                 else:
                     draft = await self._whole(wire_messages, wire_tools)
         except TimeoutError as exc:
+            if not deadline.expired():
+                raise
             raise ModelError(
                 f"{self._label}: the turn did not finish within total_timeout="
                 f"{self.total_timeout}s",
