@@ -1,0 +1,23 @@
+"""Model providers behind bide's ``Model`` protocol, and the retry policy for model turns.
+
+Each provider lives in its own module so that only the SDK you use must be installed:
+``adapters.models.openai`` (``pip install 'bide[openai]'``) and ``adapters.models.anthropic``
+(``pip install 'bide[anthropic]'``). Both classify failures alike:
+
+    what happened                                         ModelError
+    HTTP 408, 425, 429, any 5xx (incl. 529 overloaded)    retryable, status_code, retry_after
+    any other HTTP 4xx (400, 401, 403, 404, 413, 422...)  not retryable, status_code
+    the server's ``x-should-retry: true|false`` header    overrides the two rows above
+    connection refused / reset / dropped mid-stream       retryable
+    silent for longer than ``timeout``; ``total_timeout`` retryable
+    stream ended cleanly but before the finish marker     retryable
+    error event inside a 200 stream                       retryable if overloaded/rate/server
+    tool arguments not JSON, or not a JSON object         not retryable (the model broke protocol)
+    complete non-streamed answer with no finish reason    not retryable
+
+Whatever the row, nothing of the failed request is returned as a turn.
+"""
+
+from adapters.models.retry import ModelRetry, RetryingModel
+
+__all__ = ["ModelRetry", "RetryingModel"]
