@@ -21,7 +21,7 @@ from runtime.journal import Journal, Resolution
 from runtime.messages import AssistantTurn, Message, ToolCall, ToolResultMessage, Usage, UserMessage
 from runtime.model import Model
 from runtime.result import Halt, RunResult, RunStatus, Waiting
-from runtime.retry import RetryPolicy
+from runtime.retry import RetryingModel, RetryPolicy
 from runtime.tools import FunctionTool, Safety, Tool, ToolContext, ToolSpec, tool
 
 __version__ = "0.1.0"
@@ -44,6 +44,7 @@ __all__ = [
     "ProtocolError",
     "Resolution",
     "RetryPolicy",
+    "RetryingModel",
     "RunResult",
     "RunStatus",
     "Safety",

@@ -33,7 +33,7 @@ from runtime.journal.store import Appended, encode
 from runtime.messages import AssistantTurn, Message, ToolResultMessage, UserMessage
 from runtime.model import Model
 from runtime.result import Halt, RunResult, RunStatus, Waiting
-from runtime.retry import RetryPolicy
+from runtime.retry import MODEL_RETRY, TOOL_RETRY, RetryingModel, RetryPolicy
 from runtime.state import CallState, RunState
 from runtime.tools import Safety, Tool, ToolContext, idempotency_key_for, validate_tool_name
 
@@ -85,7 +85,7 @@ class Agent:
         tool_retry: RetryPolicy | None = None,
         model_retry: RetryPolicy | None = None,
     ):
-        if not hasattr(model, "complete"):
+        if not isinstance(model, Model):
             raise ConfigError(f"model must implement Model.complete, got {model!r}")
         if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
             raise ConfigError("max_turns must be a positive integer")
@@ -100,8 +100,9 @@ class Agent:
         self.max_turns = max_turns
         self.name = name or "agent"
         self.max_concurrency = max_concurrency
-        self.tool_retry = tool_retry or RetryPolicy()
-        self.model_retry = model_retry or RetryPolicy()
+        self.tool_retry = tool_retry or TOOL_RETRY
+        self.model_retry = model_retry or MODEL_RETRY
+        self._retrying_model = RetryingModel(model, self.model_retry)
         self.tools: dict[str, Tool] = {}
         self._validators: dict[str, Any] = {}
         for t in tools:
@@ -317,28 +318,12 @@ class _Drive:
         return None
 
     async def _ask_model(self) -> AssistantTurn:
-        messages = self._conversation()
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                turn = await self.agent.model.complete(
-                    self.agent.system_prompt, messages, self.agent.specs
-                )
-            except ModelError as exc:
-                delay = (
-                    self.agent.model_retry.delay(attempt, retry_after=exc.retry_after)
-                    if exc.retryable
-                    else None
-                )
-                if delay is None:
-                    raise
-                log.info("model_retry", attempt=attempt, delay_s=round(delay, 3), error=str(exc))
-                await asyncio.sleep(delay)
-                continue
-            if not isinstance(turn, AssistantTurn):
-                raise ProtocolError(f"the model returned {type(turn).__name__}, not a turn")
-            return turn
+        turn = await self.agent._retrying_model.complete(
+            self.agent.system_prompt, self._conversation(), self.agent.specs
+        )
+        if not isinstance(turn, AssistantTurn):
+            raise ProtocolError(f"the model returned {type(turn).__name__}, not a turn")
+        return turn
 
     def _conversation(self) -> list[Message]:
         state = self.state

@@ -1,4 +1,4 @@
-"""Model providers behind bide's ``Model`` protocol, and the retry policy for model turns.
+"""Model providers behind bide's ``Model`` protocol.
 
 Each provider lives in its own module so that only the SDK you use must be installed:
 ``adapters.models.openai`` (``pip install 'bide[openai]'``) and ``adapters.models.anthropic``
@@ -15,9 +15,8 @@ Each provider lives in its own module so that only the SDK you use must be insta
     tool arguments not JSON, or not a JSON object         not retryable (the model broke protocol)
     complete non-streamed answer with no finish reason    not retryable
 
-Whatever the row, nothing of the failed request is returned as a turn.
+Whatever the row, nothing of the failed request is returned as a turn. Retrying is the agent
+loop's job (``Agent(model_retry=RetryPolicy(...))``, see ``runtime.retry``).
 """
 
-from adapters.models.retry import ModelRetry, RetryingModel
-
-__all__ = ["ModelRetry", "RetryingModel"]
+__all__: list[str] = []

@@ -214,7 +214,5 @@ def check_options(
 
 def _positive(value: object) -> bool:
     return (
-        isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and 0 < value < float("inf")
+        isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < float("inf")
     )

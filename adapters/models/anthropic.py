@@ -220,9 +220,7 @@ class AnthropicModel:
         if isinstance(exc, anthropic.APIStatusError):
             detail = error_detail(exc.body, exc.message)
             if exc.status_code >= 400:
-                return error_from_status(
-                    self._label, exc.status_code, exc.response.headers, detail
-                )
+                return error_from_status(self._label, exc.status_code, exc.response.headers, detail)
             # An error event inside a 200 stream: only its type tells what it was.
             return ModelError(
                 f"{self._label} reported {exc.type or 'an error'} mid-stream: {detail}",

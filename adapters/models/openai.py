@@ -403,9 +403,7 @@ def _encode_messages(
     return out
 
 
-def _encode_assistant(
-    turn: AssistantTurn, names: ToolNames
-) -> ChatCompletionAssistantMessageParam:
+def _encode_assistant(turn: AssistantTurn, names: ToolNames) -> ChatCompletionAssistantMessageParam:
     encoded: ChatCompletionAssistantMessageParam = {"role": "assistant"}
     if turn.tool_calls:
         encoded["content"] = turn.text

@@ -36,8 +36,17 @@ def test_retry_after_reads_delta_seconds_http_dates_and_milliseconds(
 
 @pytest.mark.parametrize(
     ("status", "retryable"),
-    [(400, False), (401, False), (404, False), (408, True), (409, False), (425, True),
-     (429, True), (500, True), (529, True)],
+    [
+        (400, False),
+        (401, False),
+        (404, False),
+        (408, True),
+        (409, False),
+        (425, True),
+        (429, True),
+        (500, True),
+        (529, True),
+    ],
 )
 def test_statuses_are_retryable_when_a_later_identical_request_can_succeed(
     status: int, retryable: bool

@@ -14,9 +14,9 @@ import pytest
 from conftest import Dialect
 from provider_server import JSONReply, ProviderServer, Silence, SSEReply
 
-from adapters.models import ModelRetry, RetryingModel
 from runtime.errors import ModelError
 from runtime.messages import UserMessage
+from runtime.retry import RetryingModel, RetryPolicy
 
 HELLO = [UserMessage("hi")]
 
@@ -41,7 +41,7 @@ async def test_429_with_retry_after_seconds_is_retried_after_exactly_that_wait(
 ) -> None:
     server.script(error_reply(429, **{"retry-after": "7"}), dialect.text_reply())
     sleeps = Sleeps()
-    model = RetryingModel(dialect.make(), ModelRetry(max_attempts=3), sleep=sleeps)
+    model = RetryingModel(dialect.make(), RetryPolicy(max_attempts=3), sleep=sleeps)
 
     turn = await model.complete(None, HELLO, [])
 
@@ -56,7 +56,7 @@ async def test_429_with_retry_after_http_date_waits_until_that_moment(
     when = email.utils.formatdate(time.time() + 30, usegmt=True)
     server.script(error_reply(429, **{"retry-after": when}), dialect.text_reply())
     sleeps = Sleeps()
-    model = RetryingModel(dialect.make(), ModelRetry(max_attempts=2), sleep=sleeps)
+    model = RetryingModel(dialect.make(), RetryPolicy(max_attempts=2), sleep=sleeps)
 
     await model.complete(None, HELLO, [])
 
@@ -70,7 +70,7 @@ async def test_retry_after_ms_is_preferred_to_retry_after(
     headers = {"retry-after-ms": "1500", "retry-after": "9"}
     server.script(error_reply(429, **headers), dialect.text_reply())
     sleeps = Sleeps()
-    model = RetryingModel(dialect.make(), ModelRetry(max_attempts=2), sleep=sleeps)
+    model = RetryingModel(dialect.make(), RetryPolicy(max_attempts=2), sleep=sleeps)
 
     await model.complete(None, HELLO, [])
 
@@ -82,7 +82,7 @@ async def test_retry_after_beyond_max_retry_after_gives_up_at_once(
 ) -> None:
     server.script(error_reply(429, **{"retry-after": "3600"}))
     sleeps = Sleeps()
-    retry = ModelRetry(max_attempts=5, max_retry_after=120)
+    retry = RetryPolicy(max_attempts=5, max_retry_after=120)
     model = RetryingModel(dialect.make(), retry, sleep=sleeps)
 
     with pytest.raises(ModelError) as caught:
@@ -98,7 +98,7 @@ async def test_500_then_success_is_retried_after_a_full_jitter_backoff(
 ) -> None:
     server.script(error_reply(500, "boom"), dialect.text_reply())
     sleeps = Sleeps()
-    retry = ModelRetry(max_attempts=3, initial=0.5)
+    retry = RetryPolicy(max_attempts=3, initial_delay=0.5)
     model = RetryingModel(dialect.make(), retry, sleep=sleeps, rng=random.Random(1234))
 
     turn = await model.complete(None, HELLO, [])
@@ -113,7 +113,7 @@ async def test_retries_stop_after_max_attempts_with_the_last_error(
 ) -> None:
     server.script(error_reply(503, "one"), error_reply(503, "two"), error_reply(502, "three"))
     sleeps = Sleeps()
-    model = RetryingModel(dialect.make(), ModelRetry(max_attempts=3), sleep=sleeps)
+    model = RetryingModel(dialect.make(), RetryPolicy(max_attempts=3), sleep=sleeps)
 
     with pytest.raises(ModelError, match="three") as caught:
         await model.complete(None, HELLO, [])
@@ -129,7 +129,7 @@ async def test_4xx_is_not_retried_and_keeps_its_status_and_message(
 ) -> None:
     server.script(error_reply(status, "messages: field required"), dialect.text_reply())
     sleeps = Sleeps()
-    model = RetryingModel(dialect.make(), ModelRetry(max_attempts=5), sleep=sleeps)
+    model = RetryingModel(dialect.make(), RetryPolicy(max_attempts=5), sleep=sleeps)
 
     with pytest.raises(ModelError, match="messages: field required") as caught:
         await model.complete(None, HELLO, [])

@@ -1,4 +1,4 @@
-"""ModelRetry's arithmetic and RetryingModel's loop, without any network."""
+"""RetryPolicy's arithmetic and RetryingModel's loop, without any network."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from adapters.models import ModelRetry, RetryingModel
 from runtime.errors import ConfigError, ModelError
 from runtime.messages import AssistantTurn, Message, UserMessage
+from runtime.retry import RetryingModel, RetryPolicy
 from runtime.tools import ToolSpec
 
 TRANSIENT = ModelError("overloaded", retryable=True, status_code=529)
@@ -19,39 +19,38 @@ FINAL = ModelError("bad request", retryable=False, status_code=400)
 
 
 def test_backoff_ceiling_grows_by_the_multiplier_up_to_the_maximum() -> None:
-    retry = ModelRetry(max_attempts=100, initial=0.5, maximum=10.0, multiplier=3.0)
+    retry = RetryPolicy(max_attempts=100, initial_delay=0.5, max_delay=10.0, multiplier=3.0)
     assert [retry.ceiling(n) for n in (1, 2, 3, 4, 5)] == [0.5, 1.5, 4.5, 10.0, 10.0]
     assert retry.ceiling(10_000) == 10.0  # no overflow however long the outage
 
 
 def test_delay_is_full_jitter_below_the_ceiling_and_seeded_randomness_repeats() -> None:
-    retry = ModelRetry(max_attempts=10, initial=1.0, maximum=8.0)
-    delays = [retry.delay(n, TRANSIENT, random.Random(7)) for n in range(1, 6)]
+    retry = RetryPolicy(max_attempts=10, initial_delay=1.0, max_delay=8.0)
+    delays = [retry.delay(n, rng=random.Random(7)) for n in range(1, 6)]
     expected = [random.Random(7).uniform(0.0, retry.ceiling(n)) for n in range(1, 6)]
     assert delays == expected
-    spread = {retry.delay(3, TRANSIENT, random.Random(seed)) for seed in range(50)}
+    spread = {retry.delay(3, rng=random.Random(seed)) for seed in range(50)}
     assert all(d is not None and 0.0 <= d <= 4.0 for d in spread)
     assert len(spread) == 50  # jittered, not one fixed wait
 
 
 def test_retry_after_is_waited_exactly_even_beyond_the_backoff_maximum() -> None:
-    retry = ModelRetry(max_attempts=3, maximum=2.0, max_retry_after=60.0)
+    retry = RetryPolicy(max_attempts=3, max_delay=2.0, max_retry_after=60.0)
     hinted = ModelError("rate limited", retryable=True, retry_after=42.0, status_code=429)
-    assert retry.delay(1, hinted, random.Random(0)) == 42.0
+    assert retry.delay(1, retry_after=hinted.retry_after, rng=random.Random(0)) == 42.0
 
 
 def test_retry_after_longer_than_max_retry_after_gives_up() -> None:
-    retry = ModelRetry(max_attempts=3, max_retry_after=60.0)
+    retry = RetryPolicy(max_attempts=3, max_retry_after=60.0)
     hinted = ModelError("rate limited", retryable=True, retry_after=61.0, status_code=429)
-    assert retry.delay(1, hinted) is None
+    assert retry.delay(1, retry_after=hinted.retry_after) is None
 
 
-def test_non_retryable_errors_and_the_last_attempt_give_up() -> None:
-    retry = ModelRetry(max_attempts=3)
-    assert retry.delay(1, FINAL) is None
-    assert retry.delay(2, TRANSIENT) is not None
-    assert retry.delay(3, TRANSIENT) is None
-    assert ModelRetry(max_attempts=1).delay(1, TRANSIENT) is None
+def test_the_last_attempt_gives_up() -> None:
+    retry = RetryPolicy(max_attempts=3)
+    assert retry.delay(2) is not None
+    assert retry.delay(3) is None
+    assert RetryPolicy(max_attempts=1).delay(1) is None
 
 
 @pytest.mark.parametrize(
@@ -60,16 +59,16 @@ def test_non_retryable_errors_and_the_last_attempt_give_up() -> None:
         {"max_attempts": 0},
         {"max_attempts": 2.5},
         {"max_attempts": True},
-        {"initial": -1.0},
-        {"maximum": float("inf")},
+        {"initial_delay": -1.0},
+        {"max_delay": float("inf")},
         {"multiplier": 0.5},
-        {"initial": 5.0, "maximum": 1.0},
+        {"initial_delay": 5.0, "max_delay": 1.0},
         {"max_retry_after": float("nan")},
     ],
 )
 def test_invalid_policy_is_a_config_error(options: dict[str, Any]) -> None:
     with pytest.raises(ConfigError):
-        ModelRetry(**options)
+        RetryPolicy(**options)
 
 
 class FailingThenAnswering:
@@ -95,7 +94,8 @@ async def test_retrying_model_passes_the_conversation_through_and_returns_the_an
     async def sleep(delay: float) -> None:
         waits.append(delay)
 
-    model = RetryingModel(inner, ModelRetry(max_attempts=3), sleep=sleep, rng=random.Random(3))
+    policy = RetryPolicy(max_attempts=3, initial_delay=1.0)
+    model = RetryingModel(inner, policy, sleep=sleep, rng=random.Random(3))
     turn = await model.complete("sys", [UserMessage("hi")], [])
 
     assert turn == AssistantTurn(text="answer")
@@ -132,7 +132,7 @@ async def test_cancelling_during_a_backoff_wait_stops_retrying() -> None:
         waiting.set()
         await asyncio.Event().wait()  # a wait only cancellation ends
 
-    model = RetryingModel(inner, ModelRetry(max_attempts=3), sleep=sleep)
+    model = RetryingModel(inner, RetryPolicy(max_attempts=3), sleep=sleep)
     task = asyncio.create_task(model.complete(None, [UserMessage("hi")], []))
     await waiting.wait()
     task.cancel()

@@ -186,9 +186,9 @@ async def test_options_reach_the_request(server: ProviderServer, models: Models)
         extra_body={"top_k": 5},
         extra_headers={"x-tenant": "t1"},
     ).complete(None, HELLO, [])
-    await models.openai(
-        max_tokens=50, max_tokens_field="max_tokens", stream_usage=False
-    ).complete(None, HELLO, [])
+    await models.openai(max_tokens=50, max_tokens_field="max_tokens", stream_usage=False).complete(
+        None, HELLO, []
+    )
 
     first, second = (r.body for r in server.received)
     assert (first["max_completion_tokens"], first["temperature"], first["top_k"]) == (100, 0.2, 5)
