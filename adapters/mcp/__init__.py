@@ -1,1 +1,35 @@
-"""MCP server tools as bide tools; untrusted by default."""
+"""MCP server tools as bide tools; untrusted by default. See ``docs/mcp.md``."""
+
+from adapters.mcp.elicitation import (
+    ElicitationAnswer,
+    ElicitationRequest,
+    ElicitationResolver,
+    decline_elicitation,
+)
+from adapters.mcp.listing import DEFAULT_MAX_DESCRIPTION_BYTES, MAX_LIST_PAGES, tools
+from adapters.mcp.session import (
+    MAX_INPUT_ROUNDS,
+    Session,
+    Target,
+    ToolListChangedCallback,
+    connect,
+)
+from adapters.mcp.tool import DEFAULT_MAX_RESULT_BYTES, IDEMPOTENCY_KEY_META, ResultTooLargeError
+
+__all__ = [
+    "DEFAULT_MAX_DESCRIPTION_BYTES",
+    "DEFAULT_MAX_RESULT_BYTES",
+    "IDEMPOTENCY_KEY_META",
+    "MAX_INPUT_ROUNDS",
+    "MAX_LIST_PAGES",
+    "ElicitationAnswer",
+    "ElicitationRequest",
+    "ElicitationResolver",
+    "ResultTooLargeError",
+    "Session",
+    "Target",
+    "ToolListChangedCallback",
+    "connect",
+    "decline_elicitation",
+    "tools",
+]
