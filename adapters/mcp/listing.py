@@ -137,16 +137,25 @@ def _check_tool(tool: types.Tool, seen: set[str], description_limit: int) -> Non
         raise ProtocolError(f"MCP server listed {name} whose input schema is not an object schema")
     if tool.output_schema is not None and not _is_object_schema(tool.output_schema):
         raise ProtocolError(f"MCP server listed {name} whose output schema is not an object schema")
-    try:
-        validator_for(tool.input_schema).check_schema(tool.input_schema)
-    except jsonschema_exceptions.SchemaError as exc:
-        raise ProtocolError(f"MCP server listed {name} with an invalid input schema") from exc
+    for which, schema in (("input", tool.input_schema), ("output", tool.output_schema)):
+        if schema is None:
+            continue
+        try:
+            validator_for(schema).check_schema(schema)
+        except jsonschema_exceptions.SchemaError as exc:
+            raise ProtocolError(
+                f"MCP server listed {name} with an invalid {which} schema: {_clip(exc.message)}"
+            ) from exc
     size = len((tool.description or "").encode())
     if 0 < description_limit < size:
         raise ProtocolError(
             f"MCP server listed {name} with a {size}-byte description, over the "
             f"{description_limit}-byte limit; the whole list is refused"
         )
+
+
+def _clip(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}..."
 
 
 def _annotated_safety(tool: types.Tool, trusted: bool) -> Safety:
