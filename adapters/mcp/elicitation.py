@@ -68,7 +68,11 @@ class ElicitationAnswer:
 
 
 ElicitationResolver = Callable[[ElicitationRequest], Awaitable[ElicitationAnswer]]
-"""Answers a server's elicitation live, while the tool call that asked is still running."""
+"""Answers a server's elicitation live, while the tool call that asked is still running.
+
+A resolver that raises, or returns something other than an ``ElicitationAnswer``, is answered
+to the server as ``cancel`` (no choice made); the failure is logged.
+"""
 
 
 async def decline_elicitation(request: ElicitationRequest) -> ElicitationAnswer:

@@ -269,7 +269,7 @@ class Session:
         *,
         tool_name: str | None,
         call: ToolContext | None,
-    ) -> types.ElicitResult | types.ErrorData:
+    ) -> types.ElicitResult:
         request = _elicitation_request(params, tool_name=tool_name, call=call)
         try:
             answer = await self._elicit(request)
@@ -278,14 +278,14 @@ class Session:
             content = dict(answer.content) if answer.content is not None else None
             return types.ElicitResult(action=answer.action, content=content)
         except Exception as exc:
+            # No answer was given: say so with "cancel", which every server must handle, so the
+            # call still ends in the server's own final answer instead of an unknown outcome.
             log.warning("mcp_elicitation_failed", tool=tool_name, error=repr(exc))
-            return types.ErrorData(
-                code=types.INTERNAL_ERROR, message="the host could not answer the elicitation"
-            )
+            return types.ElicitResult(action="cancel")
 
     async def _on_elicitation(
         self, context: ClientRequestContext, params: types.ElicitRequestParams
-    ) -> types.ElicitResult | types.ErrorData:
+    ) -> types.ElicitResult:
         # Handshake era: the request arrives on the connection, not within the call it serves.
         return await self._answer_elicitation(params, tool_name=None, call=None)
 

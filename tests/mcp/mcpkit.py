@@ -7,7 +7,7 @@ hand so that it can misbehave on purpose.
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -165,3 +165,41 @@ def call_counter() -> tuple[list[str], Callable[[str], None]]:
     """A list that server tools append to, so a test can see what really ran."""
     seen: list[str] = []
     return seen, seen.append
+
+
+class Scripted:
+    """A low-level SDK server with one scripted answer for every call; it keeps what it saw.
+
+    ``answer`` gets the call's params and returns the result (or raises ``MCPError`` for a
+    JSON-RPC error reply). ``server`` is the ``mcp.server.Server`` to connect to.
+    """
+
+    def __init__(
+        self,
+        *listed: types.Tool,
+        answer: Callable[[types.CallToolRequestParams], Any] | None = None,
+    ) -> None:
+        self.listed = list(listed) or [types.Tool(name="act", input_schema=OBJECT)]
+        self.answer = answer or (lambda params: types.CallToolResult(content=[]))
+        self.calls: list[types.CallToolRequestParams] = []
+        self.lists = 0
+        self.server: Server[Any] = Server(
+            "scripted", on_list_tools=self._list_tools, on_call_tool=self._call_tool
+        )
+
+    async def _list_tools(
+        self, ctx: Any, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        self.lists += 1
+        return types.ListToolsResult(tools=self.listed)
+
+    async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> Any:
+        self.calls.append(params)
+        result = self.answer(params)
+        if isinstance(result, Awaitable):
+            result = await result
+        return result
+
+
+def text(value: str) -> types.TextContent:
+    return types.TextContent(type="text", text=value)
