@@ -10,7 +10,7 @@ import asyncio
 import inspect
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from types import TracebackType
 from typing import Any, Final, TypeAlias
 
@@ -22,12 +22,7 @@ import structlog
 from mcp import Client, ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.client.session import ClientRequestContext, IncomingMessage
 from mcp.client.streamable_http import streamable_http_client
-from mcp.client.subscriptions import (
-    ListenNotSupportedError,
-    SubscriptionLost,
-    ToolsListChanged,
-    listen,
-)
+from mcp.client.subscriptions import ToolsListChanged, listen
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -41,7 +36,9 @@ __all__ = ["Session", "Target", "ToolListChangedCallback", "connect"]
 
 log = structlog.get_logger(__name__)
 
-Target: TypeAlias = StdioServerParameters | str | Server[Any] | MCPServer | Any
+Target: TypeAlias = (
+    StdioServerParameters | str | Server[Any] | MCPServer | AbstractAsyncContextManager[Any]
+)
 """What ``connect`` opens: ``StdioServerParameters``, an ``http(s)://`` URL (streamable HTTP), an
 SDK transport (an async context manager yielding a read and a write stream), or an in-process
 SDK server object (``mcp.server.Server`` or ``MCPServer``; for tests)."""
@@ -144,6 +141,10 @@ class Session:
             raise ProtocolError(
                 f"MCP server sent a tools/list answer that does not follow the protocol: "
                 f"{_brief_validation(exc)}"
+            ) from exc
+        except Exception as exc:
+            raise ProtocolError(
+                f"tools/list failed: {type(exc).__name__}: {_server_text(str(exc))}"
             ) from exc
 
     async def _call_tool(
@@ -335,7 +336,8 @@ class Session:
                 async for event in subscription:
                     if isinstance(event, ToolsListChanged):
                         self._tool_list_changed()
-        except (MCPError, SubscriptionLost, ListenNotSupportedError, TimeoutError) as exc:
+        except Exception as exc:
+            # A failure here must not reach the task group, which would cancel the host's block.
             log.warning("mcp_listen_ended", error=repr(exc))
         finally:
             if not started:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -108,11 +109,11 @@ class MCPTool:
                 f"arguments for {name} must be a JSON object, not {type(arguments).__name__}",
                 **ids,
             )
-        try:
-            # A plain JSON copy: what is validated is exactly what is sent.
-            checked: dict[str, Any] = json.loads(json.dumps(dict(arguments), allow_nan=False))
-        except (TypeError, ValueError) as exc:
-            raise ToolArgumentsError(f"arguments for {name} are not JSON: {exc}", **ids) from exc
+        problem = _not_json(arguments, "arguments")
+        if problem is not None:
+            raise ToolArgumentsError(f"arguments for {name} are not JSON: {problem}", **ids)
+        # A plain JSON copy: what is validated is exactly what is sent.
+        checked: dict[str, Any] = json.loads(json.dumps(arguments))
         try:
             error = jsonschema_exceptions.best_match(self._validator.iter_errors(checked))
         except Unresolvable as exc:
@@ -129,6 +130,27 @@ class MCPTool:
 
     def __repr__(self) -> str:
         return f"<MCPTool {self._spec.name} {self._spec.safety.value}>"
+
+
+def _not_json(value: object, where: str) -> str | None:
+    """Why ``value`` is not plain JSON (json.dumps would quietly turn 1 into "1" as a key)."""
+    if value is None or isinstance(value, str | bool | int):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{where} is {value}"
+    if isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            if (problem := _not_json(item, f"{where}[{index}]")) is not None:
+                return problem
+        return None
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return f"{where} has a key that is not a string: {key!r}"
+            if (problem := _not_json(item, f"{where}.{key}")) is not None:
+                return problem
+        return None
+    return f"{where} is a {type(value).__name__}"
 
 
 def _result_value(result: types.CallToolResult) -> Any:

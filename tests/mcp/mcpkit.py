@@ -102,6 +102,12 @@ class RawServer:
         self.result = result or {"content": [{"type": "text", "text": "done"}]}
         self.calls = 0
         self.requests: list[types.JSONRPCRequest] = []
+        self._replies: MemoryObjectSendStream[SessionMessage | Exception] | None = None
+
+    async def hang_up(self) -> None:
+        """Close the connection now, between calls, as a server process that exits would."""
+        assert self._replies is not None
+        await self._replies.aclose()
 
     @asynccontextmanager
     async def transport(self) -> AsyncIterator[Any]:
@@ -120,6 +126,7 @@ class RawServer:
         requests: MemoryObjectReceiveStream[SessionMessage],
         replies: MemoryObjectSendStream[SessionMessage | Exception],
     ) -> None:
+        self._replies = replies
         async with requests, replies:
             async for item in requests:
                 message = item.message
@@ -130,7 +137,10 @@ class RawServer:
                 if reply == "hangup":
                     return
                 if isinstance(reply, SessionMessage):
-                    await replies.send(reply)
+                    try:
+                        await replies.send(reply)
+                    except anyio.ClosedResourceError:
+                        return  # hung up
 
     def _answer(self, request: types.JSONRPCRequest) -> SessionMessage | str | None:
         if request.method == "initialize":

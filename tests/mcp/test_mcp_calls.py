@@ -194,8 +194,8 @@ async def test_a_result_that_breaks_its_output_schema_is_returned_not_refused() 
 
 @pytest.mark.parametrize(
     "arguments",
-    [[1, 2], "a=1", 7, {"when": {1, 2}}, {"x": float("nan")}],
-    ids=["list", "string", "number", "set-value", "nan-value"],
+    [[1, 2], "a=1", 7, {"when": {1, 2}}, {"x": float("nan")}, {1: "a"}, {"x": [{2: "b"}]}],
+    ids=["list", "string", "number", "set-value", "nan-value", "int-key", "nested-int-key"],
 )
 async def test_arguments_that_are_not_a_json_object_are_refused_unsent(arguments: Any) -> None:
     scripted = Scripted()

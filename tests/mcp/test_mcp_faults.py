@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import anyio
 import mcp.types as types
 import pytest
 from mcpkit import RawServer
@@ -32,6 +33,20 @@ async def test_a_call_after_the_connection_was_lost_is_refused_unsent() -> None:
             await act.call({})
     assert type(caught.value) is ToolError
     assert raw.calls == 1
+
+
+async def test_a_connection_lost_while_idle_makes_the_next_call_refused_unsent() -> None:
+    raw = RawServer()
+    async with connect(raw.transport()) as session:
+        (act,) = await tools(session)
+        await raw.hang_up()
+        with anyio.fail_after(5):
+            while not session.closed:  # noqa: ASYNC110
+                await anyio.sleep(0.01)
+        with pytest.raises(ToolError, match="not called") as caught:
+            await act.call({})
+    assert type(caught.value) is ToolError
+    assert raw.calls == 0
 
 
 async def test_a_server_that_never_answers_times_out_as_outcome_unknown() -> None:
