@@ -198,3 +198,19 @@ def test_no_sdk_type_is_exported() -> None:
         value = getattr(adapters.mcp, name)
         module = getattr(value, "__module__", "") or ""
         assert not module.startswith(("mcp.", "mcp_types")), name
+
+
+def test_the_example_in_docs_runs_and_prints_what_it_says() -> None:
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "mcp.md").read_text()
+    example = docs.split("```python\n", 1)[1].split("```", 1)[0]
+    done = subprocess.run(
+        [sys.executable, "-c", example],
+        cwd=EXAMPLE_SERVER.parents[1],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    lines = done.stdout.splitlines()
+    assert lines[:3] == ["lookup_order read_only", "set_status idempotent", "refund side_effect"]
+    assert '"status": "shipped"' in lines[3]
