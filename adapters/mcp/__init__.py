@@ -1,5 +1,6 @@
 """MCP server tools as bide tools; untrusted by default. See ``docs/mcp.md``."""
 
+from adapters.mcp.connection import Target, connect
 from adapters.mcp.elicitation import (
     ElicitationAnswer,
     ElicitationRequest,
@@ -7,13 +8,7 @@ from adapters.mcp.elicitation import (
     decline_elicitation,
 )
 from adapters.mcp.listing import DEFAULT_MAX_DESCRIPTION_BYTES, MAX_LIST_PAGES, tools
-from adapters.mcp.session import (
-    MAX_INPUT_ROUNDS,
-    Session,
-    Target,
-    ToolListChangedCallback,
-    connect,
-)
+from adapters.mcp.session import MAX_INPUT_ROUNDS, Session, ToolListChangedCallback
 from adapters.mcp.tool import DEFAULT_MAX_RESULT_BYTES, IDEMPOTENCY_KEY_META, ResultTooLargeError
 
 __all__ = [

@@ -185,6 +185,7 @@ async def test_the_documented_example_server_runs() -> None:
 def test_all_names_in_dunder_all_are_exported_and_public() -> None:
     exported = set(adapters.mcp.__all__)
     assert exported == {name for name in vars(adapters.mcp) if not name.startswith("_")} - {
+        "connection",
         "elicitation",
         "listing",
         "session",
