@@ -11,15 +11,16 @@ from adapters.mcp.listing import DEFAULT_MAX_DESCRIPTION_BYTES, MAX_LIST_PAGES, 
 from adapters.mcp.session import MAX_INPUT_ROUNDS, Session, ToolListChangedCallback
 from adapters.mcp.tool import DEFAULT_MAX_RESULT_BYTES, IDEMPOTENCY_KEY_META, ResultTooLargeError
 
-__all__ = [
+# Sorted plainly (sorted()), as the project's public-API test checks, not isort-style.
+__all__ = [  # noqa: RUF022
     "DEFAULT_MAX_DESCRIPTION_BYTES",
     "DEFAULT_MAX_RESULT_BYTES",
-    "IDEMPOTENCY_KEY_META",
-    "MAX_INPUT_ROUNDS",
-    "MAX_LIST_PAGES",
     "ElicitationAnswer",
     "ElicitationRequest",
     "ElicitationResolver",
+    "IDEMPOTENCY_KEY_META",
+    "MAX_INPUT_ROUNDS",
+    "MAX_LIST_PAGES",
     "ResultTooLargeError",
     "Session",
     "Target",
