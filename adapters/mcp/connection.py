@@ -22,7 +22,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 import runtime
 from adapters.mcp.elicitation import ElicitationResolver
-from adapters.mcp.session import Session, ToolListChangedCallback, _server_text
+from adapters.mcp.session import Session, ToolListChangedCallback
 from runtime.errors import ConfigError, ProtocolError
 from runtime.tools import safe_repr
 
@@ -82,7 +82,7 @@ async def connect(
         if isinstance(leaf, ConfigError | OSError):
             raise leaf from None
         raise ProtocolError(
-            f"could not open an MCP session: {type(leaf).__name__}: {_server_text(str(leaf))}"
+            f"could not open an MCP session: {type(leaf).__name__}: {safe_repr(str(leaf), 200)}"
         ) from exc
     try:
         session._attach(client.session, task_group)

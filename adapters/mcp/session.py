@@ -119,7 +119,7 @@ class Session:
         except MCPError as exc:
             self._note_failure(exc)
             raise ProtocolError(
-                f"MCP server failed tools/list: {_server_text(exc.error.message)} "
+                f"MCP server failed tools/list: {safe_repr(exc.error.message, 200)} "
                 f"(JSON-RPC error {exc.error.code})"
             ) from exc
         except pydantic.ValidationError as exc:
@@ -129,7 +129,7 @@ class Session:
             ) from exc
         except Exception as exc:
             raise ProtocolError(
-                f"tools/list failed: {type(exc).__name__}: {_server_text(str(exc))}"
+                f"tools/list failed: {type(exc).__name__}: {safe_repr(str(exc), 200)}"
             ) from exc
 
     async def _call_tool(
@@ -415,7 +415,10 @@ def _ids(call: ToolContext | None) -> dict[str, str]:
 
 
 def _server_text(text: str) -> str:
-    """Untrusted text from the server, bounded for an error message."""
+    """Untrusted text from the server, bounded, for an error the model reads.
+
+    Host-facing errors quote server text with ``safe_repr`` instead.
+    """
     if len(text) <= _MAX_SERVER_TEXT:
         return text
     return f"{text[:_MAX_SERVER_TEXT]}... ({len(text)} chars)"

@@ -112,8 +112,8 @@ class MCPTool:
         problem = _not_json(arguments, "arguments")
         if problem is not None:
             raise ToolArgumentsError(f"arguments for {name} are not JSON: {problem}", **ids)
-        # A plain JSON copy: what is validated is exactly what is sent.
-        checked: dict[str, Any] = json.loads(json.dumps(arguments))
+        # A plain copy: what is validated is exactly what is sent.
+        checked: dict[str, Any] = _plain(arguments)
         try:
             error = jsonschema_exceptions.best_match(self._validator.iter_errors(checked))
         except Unresolvable as exc:
@@ -151,6 +151,14 @@ def _not_json(value: object, where: str) -> str | None:
                 return problem
         return None
     return f"{where} is a {type(value).__name__}"
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    return value
 
 
 def _result_value(result: types.CallToolResult) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from types import MappingProxyType
 from typing import Any
 
 import anyio
@@ -221,6 +222,12 @@ async def test_arguments_that_fail_the_input_schema_are_refused_unsent() -> None
     assert scripted.calls == []
     await call_once(scripted.server, {"n": 7})
     assert [c.arguments for c in scripted.calls] == [{"n": 7}]
+
+
+async def test_arguments_in_any_mapping_are_sent_as_a_plain_object() -> None:
+    scripted = Scripted()
+    await call_once(scripted.server, MappingProxyType({"n": MappingProxyType({"m": (1, 2)})}))
+    assert [c.arguments for c in scripted.calls] == [{"n": {"m": [1, 2]}}]
 
 
 async def test_an_idempotent_call_carries_its_idempotency_key_in_meta() -> None:
