@@ -1,1 +1,31 @@
-"""MCP server tools as bide tools; untrusted by default."""
+"""MCP server tools as bide tools; untrusted by default. See ``docs/mcp.md``."""
+
+from adapters.mcp.connection import Target, connect
+from adapters.mcp.elicitation import (
+    ElicitationAnswer,
+    ElicitationRequest,
+    ElicitationResolver,
+    decline_elicitation,
+)
+from adapters.mcp.listing import DEFAULT_MAX_DESCRIPTION_BYTES, MAX_LIST_PAGES, tools
+from adapters.mcp.session import MAX_INPUT_ROUNDS, Session, ToolListChangedCallback
+from adapters.mcp.tool import DEFAULT_MAX_RESULT_BYTES, IDEMPOTENCY_KEY_META, ResultTooLargeError
+
+# Sorted plainly (sorted()), as the project's public-API test checks, not isort-style.
+__all__ = [  # noqa: RUF022
+    "DEFAULT_MAX_DESCRIPTION_BYTES",
+    "DEFAULT_MAX_RESULT_BYTES",
+    "ElicitationAnswer",
+    "ElicitationRequest",
+    "ElicitationResolver",
+    "IDEMPOTENCY_KEY_META",
+    "MAX_INPUT_ROUNDS",
+    "MAX_LIST_PAGES",
+    "ResultTooLargeError",
+    "Session",
+    "Target",
+    "ToolListChangedCallback",
+    "connect",
+    "decline_elicitation",
+    "tools",
+]

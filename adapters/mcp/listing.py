@@ -1,0 +1,238 @@
+"""``tools``: list a server's tools in full, refuse a malformed list, and wrap each as a bide Tool.
+
+The list is untrusted input: one bad entry refuses the whole list, so that nothing a model sees
+comes from a server that broke the protocol.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Mapping
+from typing import Final
+
+import mcp_types as types
+from jsonschema import exceptions as jsonschema_exceptions
+from jsonschema.validators import validator_for
+from mcp import Client, ClientSession
+from referencing import Registry
+
+from adapters.mcp.session import Session
+from adapters.mcp.tool import DEFAULT_MAX_RESULT_BYTES, MCPTool
+from runtime.approval import ApprovalPolicy
+from runtime.errors import ConfigError, ProtocolError
+from runtime.tools import Safety, Tool, ToolSpec, safe_repr, validate_tool_name
+
+__all__ = ["DEFAULT_MAX_DESCRIPTION_BYTES", "MAX_LIST_PAGES", "tools"]
+
+DEFAULT_MAX_DESCRIPTION_BYTES: Final = 8 << 10
+"""The longest tool description, in UTF-8 bytes, ``tools`` accepts unless told otherwise: 8 KiB.
+
+A description goes to the model with every request, for every tool, so its size is paid on
+every turn, and a long one is room for instructions aimed at the model. 8 KiB (about 2,000
+tokens) leaves room for a detailed one.
+"""
+
+MAX_LIST_PAGES: Final = 1000
+"""Pages of ``tools/list`` followed before the listing is called a protocol error."""
+
+
+async def tools(
+    session: Session | ClientSession | Client,
+    *,
+    trust_annotations: bool = False,
+    safety: Mapping[str, Safety] | None = None,
+    approval: Mapping[str, ApprovalPolicy] | None = None,
+    call_timeout: float | None = None,
+    max_description_bytes: int = DEFAULT_MAX_DESCRIPTION_BYTES,
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+) -> list[Tool]:
+    """List every tool of a connected MCP session and wrap each one as a bide ``Tool``.
+
+    ``session`` is what ``connect`` yields, or an ``mcp.ClientSession`` / ``mcp.Client`` the
+    caller already holds (its own callbacks then answer elicitation). The tools call back through
+    it, so keep it open while they are used.
+
+    Every tool is a ``SIDE_EFFECT`` unless ``trust_annotations`` maps the server's hints
+    (``readOnlyHint`` to ``READ_ONLY``, else ``idempotentHint`` to ``IDEMPOTENT``); an entry in
+    ``safety`` wins over both. ``approval`` gates a tool on a policy (it becomes
+    ``ToolSpec.approval``). A name in ``safety`` or ``approval`` that the server does not list is
+    a ``ConfigError``, so a typo never leaves the real tool ungated. ``call_timeout`` seconds
+    bound each call (zero or less: none). ``max_description_bytes`` and ``max_result_bytes``
+    bound what a server may send (zero or less: no limit).
+
+    Raises ``ProtocolError`` if the server's list breaks the protocol (see ``docs/mcp.md``).
+    """
+    held = _session(session)
+    safety_of = _safety_map(safety)
+    approval_of = _approval_map(approval)
+    timeout = _timeout(call_timeout)
+    description_limit = _byte_limit(max_description_bytes, "max_description_bytes")
+    result_limit = _byte_limit(max_result_bytes, "max_result_bytes")
+    if not isinstance(trust_annotations, bool):
+        raise ConfigError("trust_annotations must be True or False")
+
+    listed = await _list_all(held)
+    seen: set[str] = set()
+    for tool in listed:
+        _check_tool(tool, seen, description_limit)
+        seen.add(tool.name)
+    for option, names in (("safety", safety_of), ("approval", approval_of)):
+        for name in names:
+            if name not in seen:
+                raise ConfigError(
+                    f"{option} names {safe_repr(name)}, but the MCP server lists no tool of that "
+                    "name; a misspelt name would leave the real tool ungated"
+                )
+
+    wrapped: list[Tool] = []
+    for tool in listed:
+        annotations = tool.annotations
+        spec = ToolSpec(
+            name=tool.name,
+            title=tool.title or (annotations.title if annotations else None),
+            description=tool.description or "",
+            input_schema=copy.deepcopy(tool.input_schema),
+            output_schema=copy.deepcopy(tool.output_schema),
+            safety=safety_of.get(tool.name, _annotated_safety(tool, trust_annotations)),
+            approval=approval_of.get(tool.name),
+            timeout=timeout,
+        )
+        validator = validator_for(spec.input_schema)(spec.input_schema, registry=Registry())
+        wrapped.append(MCPTool(held, spec, validator, max_result_bytes=result_limit))
+    return wrapped
+
+
+async def _list_all(session: Session) -> list[types.Tool]:
+    listed: list[types.Tool] = []
+    cursors: set[str] = set()
+    cursor: str | None = None
+    for _ in range(MAX_LIST_PAGES):
+        page = await session._list_tools_page(cursor)
+        listed.extend(page.tools)
+        cursor = page.next_cursor
+        if cursor is None:
+            return listed
+        if cursor in cursors:
+            raise ProtocolError(
+                f"MCP server repeated the tools/list cursor {safe_repr(cursor)}; "
+                "following it would never end"
+            )
+        cursors.add(cursor)
+    raise ProtocolError(f"MCP server's tools/list went past {MAX_LIST_PAGES} pages")
+
+
+def _check_tool(tool: types.Tool, seen: set[str], description_limit: int) -> None:
+    try:
+        validate_tool_name(tool.name)
+    except ConfigError:
+        raise ProtocolError(
+            f"MCP server listed a tool named {safe_repr(tool.name)}, outside the MCP grammar "
+            "(1 to 128 of A-Z a-z 0-9 _ - .); the whole list is refused"
+        ) from None
+    name = tool.name
+    if name in seen:
+        raise ProtocolError(f"MCP server listed two tools named {name}; the whole list is refused")
+    if not _is_object_schema(tool.input_schema):
+        raise ProtocolError(f"MCP server listed {name} whose input schema is not an object schema")
+    if tool.output_schema is not None and not _is_object_schema(tool.output_schema):
+        raise ProtocolError(f"MCP server listed {name} whose output schema is not an object schema")
+    for which, schema in (("input", tool.input_schema), ("output", tool.output_schema)):
+        if schema is None:
+            continue
+        try:
+            validator_for(schema).check_schema(schema)
+        except jsonschema_exceptions.SchemaError as exc:
+            raise ProtocolError(
+                f"MCP server listed {name} with an invalid {which} schema: {_clip(exc.message)}"
+            ) from exc
+    size = len((tool.description or "").encode())
+    if 0 < description_limit < size:
+        raise ProtocolError(
+            f"MCP server listed {name} with a {size}-byte description, over the "
+            f"{description_limit}-byte limit; the whole list is refused"
+        )
+
+
+def _clip(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}..."
+
+
+def _annotated_safety(tool: types.Tool, trusted: bool) -> Safety:
+    hints = tool.annotations
+    if not trusted or hints is None:
+        return Safety.SIDE_EFFECT
+    if hints.read_only_hint is True:
+        return Safety.READ_ONLY
+    if hints.idempotent_hint is True and hints.destructive_hint is not True:
+        return Safety.IDEMPOTENT
+    return Safety.SIDE_EFFECT
+
+
+def _is_object_schema(schema: object) -> bool:
+    return isinstance(schema, Mapping) and schema.get("type") == "object"
+
+
+def _session(session: object) -> Session:
+    if isinstance(session, Session):
+        return session
+    if isinstance(session, Client):
+        try:
+            return Session._adopt(session.session)
+        except RuntimeError:
+            raise ConfigError(
+                "the mcp.Client is not connected; use it inside `async with`"
+            ) from None
+    if isinstance(session, ClientSession):
+        return Session._adopt(session)
+    raise ConfigError(
+        "tools() needs a session from adapters.mcp.connect, an mcp.ClientSession or an "
+        f"mcp.Client, not {type(session).__name__}"
+    )
+
+
+def _safety_map(safety: object) -> dict[str, Safety]:
+    if safety is None:
+        return {}
+    if not isinstance(safety, Mapping):
+        raise ConfigError("safety must map tool names to Safety values")
+    checked: dict[str, Safety] = {}
+    for name, value in safety.items():
+        if not isinstance(name, str):
+            raise ConfigError(f"safety: tool names are strings, not {name!r}")
+        if not isinstance(value, Safety):
+            raise ConfigError(f"safety for {safe_repr(name)} must be a Safety, not {value!r}")
+        checked[name] = value
+    return checked
+
+
+def _approval_map(approval: object) -> dict[str, ApprovalPolicy]:
+    if approval is None:
+        return {}
+    if not isinstance(approval, Mapping):
+        raise ConfigError("approval must map tool names to ApprovalPolicy values")
+    checked: dict[str, ApprovalPolicy] = {}
+    for name, policy in approval.items():
+        if not isinstance(name, str):
+            raise ConfigError(f"approval: tool names are strings, not {name!r}")
+        if not isinstance(policy, ApprovalPolicy):
+            raise ConfigError(
+                f"approval for {safe_repr(name)} must be an ApprovalPolicy, not {policy!r}"
+            )
+        # Rebuilt, so validated again and sharing nothing with the caller's object.
+        checked[name] = ApprovalPolicy(need=policy.need, approvers=dict(policy.approvers))
+    return checked
+
+
+def _timeout(value: object) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        raise ConfigError(f"call_timeout must be a number of seconds or None, not {value!r}")
+    return float(value) if 0 < value < math.inf else None
+
+
+def _byte_limit(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{what} must be an integer number of bytes, not {value!r}")
+    return value

@@ -1,0 +1,432 @@
+"""The MCP session bide holds: its closed state, tool calls with their input rounds, elicitation.
+
+Every elicitation, whichever protocol era carries it, goes through ``Session._elicit``: the one
+place a later option (durable elicitation) hooks in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AsyncExitStack
+from typing import Any, Final, TypeAlias
+
+import anyio
+import anyio.abc
+import mcp_types as types
+import pydantic
+import structlog
+from mcp import ClientSession, MCPError
+from mcp.client.session import ClientRequestContext, IncomingMessage
+from mcp.client.subscriptions import ToolsListChanged, listen
+
+from adapters.mcp.elicitation import ElicitationAnswer, ElicitationRequest, ElicitationResolver
+from runtime.errors import ConfigError, ProtocolError, ToolError, ToolOutcomeUnknown
+from runtime.tools import ToolContext, safe_repr
+
+__all__ = ["MAX_INPUT_ROUNDS", "Session", "ToolListChangedCallback"]
+
+log = structlog.get_logger(__name__)
+
+ToolListChangedCallback: TypeAlias = Callable[[], Awaitable[None] | None]
+"""Called with no arguments when the server says its tool list changed; may be async."""
+
+MAX_INPUT_ROUNDS: Final = 10
+"""Rounds of SEP-2322 input requests one call may take before its outcome is called unknown."""
+
+_STATE_ONLY_BACKOFF: Final = (0.05, 0.25)
+"""First and longest pause before re-sending a call the server answered with only request state."""
+
+_LISTEN_ACK_TIMEOUT: Final = 10.0
+"""Seconds to wait for a 2026-07-28 server to acknowledge the tool-list subscription."""
+
+_CALL_RESULT: Final = pydantic.TypeAdapter[types.CallToolResult | types.InputRequiredResult](
+    types.CallToolResult | types.InputRequiredResult
+)
+
+# Codes the SDK also makes up locally when an answer is lost or unreadable (connection closed,
+# read timeout, and the streamable HTTP transport's stand-ins for a failed POST, a 202, a 5xx or
+# a body it could not parse). An error carrying one cannot be told from a server's own reply, so
+# it is an unknown outcome: calling a lost answer a definite failure could fire an effect twice.
+_AMBIGUOUS_CODES: Final = frozenset(
+    {
+        types.CONNECTION_CLOSED,
+        types.REQUEST_TIMEOUT,
+        types.PARSE_ERROR,
+        types.INVALID_REQUEST,
+        types.INTERNAL_ERROR,
+    }
+)
+
+_MAX_SERVER_TEXT: Final = 2000
+
+
+class Session:
+    """A connected MCP client session, as ``connect`` yields it; pass it to ``tools``.
+
+    It tracks whether the connection is known to be closed (the SDK reports "already closed"
+    and "lost mid-call" alike), so that a call refused before sending is a definite failure.
+    """
+
+    def __init__(
+        self,
+        *,
+        elicitation: ElicitationResolver | None = None,
+        on_tool_list_changed: ToolListChangedCallback | None = None,
+    ) -> None:
+        self._sdk: ClientSession | None = None
+        self._resolver = elicitation
+        self._on_tool_list_changed = on_tool_list_changed
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self._closed = False
+
+    @classmethod
+    def _adopt(cls, sdk: ClientSession) -> Session:
+        """Wrap a session the caller already holds; its own callbacks answer input requests."""
+        session = cls()
+        session._sdk = sdk
+        return session
+
+    @property
+    def closed(self) -> bool:
+        """True once the connection is known closed; later calls are refused, never sent."""
+        return self._closed
+
+    @property
+    def protocol_version(self) -> str | None:
+        """The negotiated MCP protocol version, e.g. ``"2025-11-25"`` or ``"2026-07-28"``."""
+        return self._sdk.protocol_version if self._sdk is not None else None
+
+    @property
+    def server_info(self) -> tuple[str, str] | None:
+        """The server's ``(name, version)`` as it reported them (untrusted), if it did."""
+        info = self._sdk.server_info if self._sdk is not None else None
+        return (info.name, info.version) if info is not None else None
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<adapters.mcp.Session {state} protocol={self.protocol_version}>"
+
+    # -- calls -------------------------------------------------------------------------------
+
+    async def _list_tools_page(self, cursor: str | None) -> types.ListToolsResult:
+        sdk = self._connected()
+        if self._closed:
+            raise ProtocolError("cannot list tools: the MCP session is closed")
+        try:
+            return await sdk.list_tools(params=types.PaginatedRequestParams(cursor=cursor))
+        except MCPError as exc:
+            self._note_failure(exc)
+            raise ProtocolError(
+                f"MCP server failed tools/list: {safe_repr(exc.error.message, 200)} "
+                f"(JSON-RPC error {exc.error.code})"
+            ) from exc
+        except pydantic.ValidationError as exc:
+            raise ProtocolError(
+                f"MCP server sent a tools/list answer that does not follow the protocol: "
+                f"{_brief_validation(exc)}"
+            ) from exc
+        except Exception as exc:
+            raise ProtocolError(
+                f"tools/list failed: {type(exc).__name__}: {safe_repr(str(exc), 200)}"
+            ) from exc
+
+    async def _call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        meta: dict[str, Any] | None,
+        call: ToolContext | None,
+        seconds: float | None,
+    ) -> types.CallToolResult:
+        """Send one tools/call (with its input rounds) and return the server's final answer.
+
+        Raises a definite ``ToolError`` when the call was provably not sent or the server
+        replied with an error, and ``ToolOutcomeUnknown`` for anything else after it may have
+        left. Cancellation propagates.
+        """
+        ids = _ids(call)
+        if self._closed:
+            raise ToolError(f"{name} was not called: the MCP session is closed", **ids)
+        attempt = self._send_call(name, arguments, meta=meta, call=call)
+        if seconds is None:
+            return await attempt
+        return await _within(attempt, seconds, name, ids)
+
+    async def _send_call(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        meta: dict[str, Any] | None,
+        call: ToolContext | None,
+    ) -> types.CallToolResult:
+        sdk = self._connected()
+        ids = _ids(call)
+        responses: dict[str, types.InputResponse] | None = None
+        state: str | None = None
+        backoff = _STATE_ONLY_BACKOFF[0]
+        for _ in range(MAX_INPUT_ROUNDS + 1):
+            request = types.CallToolRequest(
+                params=types.CallToolRequestParams(
+                    name=name,
+                    arguments=arguments,
+                    input_responses=responses,
+                    request_state=state,
+                    _meta=meta,  # type: ignore[arg-type]
+                )
+            )
+            try:
+                # Not sdk.call_tool: it validates structured content against the listed output
+                # schema and raises RuntimeError after the tool ran, and may re-list first.
+                answer = await sdk.send_request(request, _CALL_RESULT)
+            except MCPError as exc:
+                self._note_failure(exc)
+                raise _classify_error_reply(name, exc, ids) from exc
+            except Exception as exc:
+                raise ToolOutcomeUnknown(
+                    f"{name}: the server's answer could not be read ({type(exc).__name__}); "
+                    "the tool may have run",
+                    **ids,
+                ) from exc
+            if isinstance(answer, types.CallToolResult):
+                return answer
+            if answer.input_requests:
+                backoff = _STATE_ONLY_BACKOFF[0]
+                responses = await self._answer_input_requests(name, answer.input_requests, call)
+            else:
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, _STATE_ONLY_BACKOFF[1])
+                responses = None
+            state = answer.request_state
+        raise ToolOutcomeUnknown(
+            f"{name}: the server kept asking for input past {MAX_INPUT_ROUNDS} rounds; "
+            "the tool may have acted in earlier rounds",
+            **ids,
+        )
+
+    async def _answer_input_requests(
+        self, name: str, requests: Mapping[str, types.InputRequest], call: ToolContext | None
+    ) -> dict[str, types.InputResponse]:
+        ids = _ids(call)
+        responses: dict[str, types.InputResponse] = {}
+        for key, request in requests.items():
+            try:
+                response = await self._answer_input_request(key, request, name, call)
+            except Exception as exc:
+                raise ToolOutcomeUnknown(
+                    f"{name}: answering the server's input request failed "
+                    f"({type(exc).__name__}); the tool may have acted in earlier rounds",
+                    **ids,
+                ) from exc
+            if isinstance(response, types.ErrorData):
+                raise ToolOutcomeUnknown(
+                    f"{name}: the server asked for input the host could not give "
+                    f"({_server_text(response.message)}); the tool may have acted in earlier "
+                    "rounds",
+                    **ids,
+                )
+            responses[key] = response
+        return responses
+
+    async def _answer_input_request(
+        self, key: str, request: types.InputRequest, name: str, call: ToolContext | None
+    ) -> types.InputResponse | types.ErrorData:
+        sdk = self._connected()
+        if isinstance(request, types.ElicitRequest) and self._resolver is not None:
+            return await self._answer_elicitation(request.params, tool_name=name, call=call)
+        meta = request.params.meta if request.params is not None else None
+        context = ClientRequestContext(session=sdk, request_id=key, meta=meta)
+        return await sdk.dispatch_input_request(context, request)
+
+    # -- elicitation -------------------------------------------------------------------------
+
+    async def _elicit(self, request: ElicitationRequest) -> ElicitationAnswer:
+        """The one route every elicitation takes to the host's resolver."""
+        if self._resolver is None:
+            return ElicitationAnswer.decline()
+        return await self._resolver(request)
+
+    async def _answer_elicitation(
+        self,
+        params: types.ElicitRequestParams,
+        *,
+        tool_name: str | None,
+        call: ToolContext | None,
+    ) -> types.ElicitResult:
+        request = _elicitation_request(params, tool_name=tool_name, call=call)
+        try:
+            answer = await self._elicit(request)
+            if not isinstance(answer, ElicitationAnswer):
+                raise TypeError(f"a resolver must return an ElicitationAnswer, not {answer!r}")
+            content = dict(answer.content) if answer.content is not None else None
+            return types.ElicitResult(action=answer.action, content=content)
+        except Exception as exc:
+            # No answer was given: say so with "cancel", which every server must handle, so the
+            # call still ends in the server's own final answer instead of an unknown outcome.
+            log.warning("mcp_elicitation_failed", tool=tool_name, error=repr(exc))
+            return types.ElicitResult(action="cancel")
+
+    async def _on_elicitation(
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        # Handshake era: the request arrives on the connection, not within the call it serves.
+        return await self._answer_elicitation(params, tool_name=None, call=None)
+
+    # -- notifications and lifecycle ----------------------------------------------------------
+
+    async def _on_message(self, message: IncomingMessage) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            self._tool_list_changed()
+        elif isinstance(message, Exception):
+            log.warning("mcp_transport_error", error=repr(message))
+
+    def _tool_list_changed(self) -> None:
+        if self._on_tool_list_changed is None:
+            return
+        if self._task_group is None or self._closed:
+            log.debug("mcp_tool_list_changed_dropped")
+            return
+        # Run apart from the SDK's receive path, so that the callback may list tools again.
+        self._task_group.start_soon(self._run_tool_list_changed)
+
+    async def _run_tool_list_changed(self) -> None:
+        assert self._on_tool_list_changed is not None
+        try:
+            outcome = self._on_tool_list_changed()
+            if inspect.isawaitable(outcome):
+                await outcome
+        except Exception as exc:
+            log.warning("mcp_tool_list_changed_callback_failed", error=repr(exc))
+
+    async def _listen_for_tool_list_changes(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """From 2026-07-28 a changed tool list reaches only an open subscription; hold one."""
+        sdk = self._connected()
+        started = False
+        try:
+            async with AsyncExitStack() as stack:
+                with anyio.move_on_after(_LISTEN_ACK_TIMEOUT) as waiting:
+                    subscription = await stack.enter_async_context(
+                        listen(sdk, tools_list_changed=True)
+                    )
+                if waiting.cancelled_caught:
+                    log.warning("mcp_listen_not_acknowledged")
+                    return
+                task_status.started()
+                started = True
+                async for event in subscription:
+                    if isinstance(event, ToolsListChanged):
+                        self._tool_list_changed()
+        except Exception as exc:
+            # A failure here must not reach the task group, which would cancel the host's block.
+            log.warning("mcp_listen_ended", error=repr(exc))
+        finally:
+            if not started:
+                task_status.started()
+
+    def _attach(self, sdk: ClientSession, task_group: anyio.abc.TaskGroup) -> None:
+        self._sdk = sdk
+        self._task_group = task_group
+
+    def _mark_closed(self) -> None:
+        self._closed = True
+
+    def _note_failure(self, exc: MCPError) -> None:
+        # The SDK's own spelling of a closed connection; a server echoing it only makes later
+        # calls refuse early, which is safe.
+        if exc.error.code == types.CONNECTION_CLOSED and exc.error.message == "Connection closed":
+            self._closed = True
+
+    def _connected(self) -> ClientSession:
+        if self._sdk is None:
+            raise ConfigError("this MCP session is not connected; use it inside `connect(...)`")
+        return self._sdk
+
+
+async def _within(
+    attempt: Awaitable[types.CallToolResult],
+    seconds: float,
+    name: str,
+    ids: dict[str, str],
+) -> types.CallToolResult:
+    """Await ``attempt`` up to ``seconds``; an answer landing while it is abandoned still counts."""
+    task = asyncio.ensure_future(attempt)
+    try:
+        await asyncio.wait({task}, timeout=seconds)
+    except asyncio.CancelledError:
+        task.cancel()
+        await asyncio.wait({task})
+        _retrieve(task)
+        raise
+    if not task.done():
+        task.cancel()
+        await asyncio.wait({task})
+        if task.cancelled() or task.exception() is not None:
+            _retrieve(task)
+            raise ToolOutcomeUnknown(
+                f"{name} did not answer within {seconds:g} s; it may still be running", **ids
+            )
+    return task.result()
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+def _classify_error_reply(name: str, exc: MCPError, ids: dict[str, str]) -> ToolError:
+    code, text = exc.error.code, _server_text(exc.error.message)
+    if code in _AMBIGUOUS_CODES:
+        return ToolOutcomeUnknown(
+            f"{name}: error {code} ({text}) is also how the SDK reports a lost or unreadable "
+            "answer; the tool may have run",
+            **ids,
+        )
+    return ToolError(f"{name} failed: {text} (JSON-RPC error {code})", **ids)
+
+
+def _elicitation_request(
+    params: types.ElicitRequestParams, *, tool_name: str | None, call: ToolContext | None
+) -> ElicitationRequest:
+    if isinstance(params, types.ElicitRequestURLParams):
+        return ElicitationRequest(
+            message=params.message,
+            mode="url",
+            url=params.url,
+            elicitation_id=params.elicitation_id,
+            tool_name=tool_name,
+            call=call,
+        )
+    return ElicitationRequest(
+        message=params.message,
+        mode="form",
+        requested_schema=dict(params.requested_schema),
+        tool_name=tool_name,
+        call=call,
+    )
+
+
+def _ids(call: ToolContext | None) -> dict[str, str]:
+    return {"run_id": call.run_id, "call_id": call.call_id} if call is not None else {}
+
+
+def _server_text(text: str) -> str:
+    """Untrusted text from the server, bounded, for an error the model reads.
+
+    Host-facing errors quote server text with ``safe_repr`` instead.
+    """
+    if len(text) <= _MAX_SERVER_TEXT:
+        return text
+    return f"{text[:_MAX_SERVER_TEXT]}... ({len(text)} chars)"
+
+
+def _brief_validation(exc: pydantic.ValidationError) -> str:
+    parts = []
+    for error in exc.errors()[:3]:
+        where = ".".join(safe_repr(part, 32).strip('"') for part in error["loc"])
+        parts.append(f"{where or 'result'}: {error['msg']}")
+    return "; ".join(parts)

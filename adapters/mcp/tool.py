@@ -1,0 +1,188 @@
+"""One MCP server tool as a bide Tool: check the arguments, call, turn the answer into a value."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any, Final
+
+import mcp_types as types
+from jsonschema import exceptions as jsonschema_exceptions
+from referencing.exceptions import Unresolvable
+
+from adapters.mcp.session import Session
+from runtime.errors import ToolArgumentsError, ToolError
+from runtime.tools import Safety, ToolContext, ToolSpec
+
+__all__ = [
+    "DEFAULT_MAX_RESULT_BYTES",
+    "IDEMPOTENCY_KEY_META",
+    "MCPTool",
+    "ResultTooLargeError",
+]
+
+DEFAULT_MAX_RESULT_BYTES: Final = 1 << 20
+"""The largest result, in bytes of JSON, a call accepts unless ``tools`` is told otherwise: 1 MiB.
+
+A result is journaled and sent back to the model on every later turn of the run; 1 MiB of text
+is more than most models' whole context window, so a larger one cannot be used as it is.
+"""
+
+IDEMPOTENCY_KEY_META: Final = "dev.bide/idempotency-key"
+"""The ``_meta`` key under which an IDEMPOTENT call carries its idempotency key."""
+
+_MAX_ARGUMENT_ERROR: Final = 300
+
+
+class ResultTooLargeError(ToolError):
+    """The tool ran; only its result was refused, being larger than the limit.
+
+    ``size`` is the result's size in bytes of compact UTF-8 JSON, ``limit`` the limit it broke.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        size: int,
+        limit: int,
+        run_id: str | None = None,
+        call_id: str | None = None,
+    ) -> None:
+        super().__init__(message, run_id=run_id, call_id=call_id)
+        self.size = size
+        self.limit = limit
+
+
+class MCPTool:
+    """A tool an MCP server listed, called through the session it was listed on."""
+
+    __slots__ = ("_max_result_bytes", "_session", "_spec", "_validator")
+
+    def __init__(
+        self, session: Session, spec: ToolSpec, validator: Any, *, max_result_bytes: int
+    ) -> None:
+        self._session = session
+        self._spec = spec
+        self._validator = validator
+        self._max_result_bytes = max_result_bytes
+
+    @property
+    def spec(self) -> ToolSpec:
+        return self._spec
+
+    async def call(self, arguments: Mapping[str, Any], context: ToolContext | None = None) -> Any:
+        """Call the tool on the server; return its content blocks as JSON (see ``docs/mcp.md``).
+
+        A definite ``ToolError`` means the tool failed or never ran; ``ToolOutcomeUnknown``
+        means it may have run and its answer was lost (timeout, lost connection, unreadable
+        answer). Cancellation propagates.
+        """
+        ids = {"run_id": context.run_id, "call_id": context.call_id} if context else {}
+        name = self._spec.name
+        checked = self._check_arguments(arguments, ids)
+        meta = None
+        if context is not None and Safety.IDEMPOTENT in (self._spec.safety, context.safety):
+            meta = {IDEMPOTENCY_KEY_META: context.idempotency_key}
+        result = await self._session._call_tool(
+            name, checked, meta=meta, call=context, seconds=self._spec.timeout
+        )
+        value = _result_value(result)
+        size = len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+        if 0 < self._max_result_bytes < size:
+            raise ResultTooLargeError(
+                f"{name} ran, but its result was refused: {size} bytes of JSON is over the "
+                f"{self._max_result_bytes}-byte limit",
+                size=size,
+                limit=self._max_result_bytes,
+                **ids,
+            )
+        if result.is_error:
+            raise ToolError(_error_text(name, value), **ids)
+        return value
+
+    def _check_arguments(self, arguments: object, ids: dict[str, str]) -> dict[str, Any]:
+        name = self._spec.name
+        if not isinstance(arguments, Mapping):
+            raise ToolArgumentsError(
+                f"arguments for {name} must be a JSON object, not {type(arguments).__name__}",
+                **ids,
+            )
+        problem = _not_json(arguments, "arguments")
+        if problem is not None:
+            raise ToolArgumentsError(f"arguments for {name} are not JSON: {problem}", **ids)
+        # A plain copy: what is validated is exactly what is sent.
+        checked: dict[str, Any] = _plain(arguments)
+        try:
+            error = jsonschema_exceptions.best_match(self._validator.iter_errors(checked))
+        except Unresolvable as exc:
+            raise ToolError(
+                f"{name} was not called: its input schema has a $ref that does not resolve", **ids
+            ) from exc
+        if error is not None:
+            raise ToolArgumentsError(
+                f"arguments for {name} do not fit its schema at {error.json_path}: "
+                f"{_clip(error.message)}",
+                **ids,
+            )
+        return checked
+
+    def __repr__(self) -> str:
+        return f"<MCPTool {self._spec.name} {self._spec.safety.value}>"
+
+
+def _not_json(value: object, where: str) -> str | None:
+    """Why ``value`` is not plain JSON (json.dumps would quietly turn 1 into "1" as a key)."""
+    if value is None or isinstance(value, str | bool | int):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{where} is {value}"
+    if isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            if (problem := _not_json(item, f"{where}[{index}]")) is not None:
+                return problem
+        return None
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return f"{where} has a key that is not a string: {key!r}"
+            if (problem := _not_json(item, f"{where}.{key}")) is not None:
+                return problem
+        return None
+    return f"{where} is a {type(value).__name__}"
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    return value
+
+
+def _result_value(result: types.CallToolResult) -> Any:
+    blocks = [
+        block.model_dump(by_alias=True, mode="json", exclude_none=True) for block in result.content
+    ]
+    if not blocks and result.structured_content is not None:
+        return result.structured_content
+    return blocks
+
+
+def _error_text(name: str, value: Any) -> str:
+    if (
+        isinstance(value, list)
+        and value
+        and all(isinstance(block, dict) and block.get("type") == "text" for block in value)
+    ):
+        return "\n".join(str(block.get("text", "")) for block in value)
+    if value in ([], None):
+        return f"{name} reported an error and said nothing more"
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _clip(text: str) -> str:
+    if len(text) <= _MAX_ARGUMENT_ERROR:
+        return text
+    return f"{text[:_MAX_ARGUMENT_ERROR]}..."

@@ -1,0 +1,215 @@
+"""Real MCP servers for the adapter's tests: a hand-written JSON-RPC fake and a handshake-era pipe.
+
+Nothing here imitates the SDK's client side; the fake is a server speaking the wire protocol by
+hand so that it can misbehave on purpose.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp.types as types
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp import StdioServerParameters
+from mcp.client._memory import InMemoryTransport
+from mcp.server import Server
+from mcp.server.mcpserver import MCPServer
+from mcp.shared.message import SessionMessage
+
+HERE = Path(__file__).resolve().parent
+STDIO_SERVER = HERE / "mcp_stdio_server.py"
+
+OBJECT: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+def stdio_params(*args: str, env: dict[str, str] | None = None) -> StdioServerParameters:
+    """Run ``mcp_stdio_server.py`` with this interpreter."""
+    return StdioServerParameters(command=sys.executable, args=[str(STDIO_SERVER), *args], env=env)
+
+
+def _error(request_id: Any, code: int, message: str) -> SessionMessage:
+    return SessionMessage(
+        types.JSONRPCError(
+            jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message)
+        )
+    )
+
+
+def _result(request_id: Any, result: dict[str, Any]) -> SessionMessage:
+    return SessionMessage(types.JSONRPCResponse(jsonrpc="2.0", id=request_id, result=result))
+
+
+@asynccontextmanager
+async def handshake_era(server: Server[Any] | MCPServer) -> AsyncIterator[Any]:
+    """Serve ``server`` in process as a 2025-era server would: ``server/discover`` is unknown.
+
+    The SDK's servers serve both eras and take the era from the client's first request, so the
+    probe is answered here, before it reaches the server, as a server that predates it answers.
+    """
+    async with InMemoryTransport(server) as (from_server, to_server):
+        to_client, client_reads = anyio.create_memory_object_stream[SessionMessage | Exception](32)
+        client_writes, from_client = anyio.create_memory_object_stream[SessionMessage](32)
+
+        async def outbound() -> None:
+            async with from_client, to_server:
+                async for item in from_client:
+                    message = item.message
+                    if isinstance(message, types.JSONRPCRequest) and message.method == (
+                        "server/discover"
+                    ):
+                        await to_client.send(_error(message.id, -32601, "Method not found"))
+                    else:
+                        await to_server.send(item)
+
+        async def inbound() -> None:
+            async with to_client:
+                async for item in from_server:
+                    await to_client.send(item)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(outbound)
+            tg.start_soon(inbound)
+            try:
+                async with client_reads, client_writes:
+                    yield client_reads, client_writes
+            finally:
+                tg.cancel_scope.cancel()
+
+
+class RawServer:
+    """A handshake-era MCP server written by hand, for faults the SDK's servers never commit.
+
+    ``on_call`` says what a ``tools/call`` gets after it is counted in ``calls``: ``"ok"``,
+    ``"hangup"`` (the server closes the connection), ``"silent"`` (no answer, ever),
+    ``"garbage"`` (an answer that is not a tool result), or ``("error", code)`` (a JSON-RPC
+    error reply). ``tools`` is the raw ``tools/list`` answer, sent as is.
+    """
+
+    def __init__(
+        self,
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        on_call: str | tuple[str, int] = "ok",
+        result: dict[str, Any] | None = None,
+    ) -> None:
+        self.tools = tools if tools is not None else [{"name": "act", "inputSchema": OBJECT}]
+        self.on_call = on_call
+        self.result = result or {"content": [{"type": "text", "text": "done"}]}
+        self.calls = 0
+        self.requests: list[types.JSONRPCRequest] = []
+        self._replies: MemoryObjectSendStream[SessionMessage | Exception] | None = None
+
+    async def hang_up(self) -> None:
+        """Close the connection now, between calls, as a server process that exits would."""
+        assert self._replies is not None
+        await self._replies.aclose()
+
+    @asynccontextmanager
+    async def transport(self) -> AsyncIterator[Any]:
+        to_client, client_reads = anyio.create_memory_object_stream[SessionMessage | Exception](32)
+        client_writes, from_client = anyio.create_memory_object_stream[SessionMessage](32)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._serve, from_client, to_client)
+            try:
+                async with client_reads, client_writes:
+                    yield client_reads, client_writes
+            finally:
+                tg.cancel_scope.cancel()
+
+    async def _serve(
+        self,
+        requests: MemoryObjectReceiveStream[SessionMessage],
+        replies: MemoryObjectSendStream[SessionMessage | Exception],
+    ) -> None:
+        self._replies = replies
+        async with requests, replies:
+            async for item in requests:
+                message = item.message
+                if not isinstance(message, types.JSONRPCRequest):
+                    continue
+                self.requests.append(message)
+                reply = self._answer(message)
+                if reply == "hangup":
+                    return
+                if isinstance(reply, SessionMessage):
+                    try:
+                        await replies.send(reply)
+                    except anyio.ClosedResourceError:
+                        return  # hung up
+
+    def _answer(self, request: types.JSONRPCRequest) -> SessionMessage | str | None:
+        if request.method == "initialize":
+            return _result(
+                request.id,
+                {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "raw", "version": "0"},
+                },
+            )
+        if request.method == "tools/list":
+            return _result(request.id, {"tools": self.tools})
+        if request.method != "tools/call":
+            return _error(request.id, -32601, "Method not found")
+        self.calls += 1
+        match self.on_call:
+            case "ok":
+                return _result(request.id, self.result)
+            case "hangup":
+                return "hangup"
+            case "silent":
+                return None
+            case "garbage":
+                return _result(request.id, {"content": "this is not a list of blocks"})
+            case ("error", int(code)):
+                return _error(request.id, code, "the server says no")
+        raise AssertionError(f"unknown on_call {self.on_call!r}")
+
+
+def call_counter() -> tuple[list[str], Callable[[str], None]]:
+    """A list that server tools append to, so a test can see what really ran."""
+    seen: list[str] = []
+    return seen, seen.append
+
+
+class Scripted:
+    """A low-level SDK server with one scripted answer for every call; it keeps what it saw.
+
+    ``answer`` gets the call's params and returns the result (or raises ``MCPError`` for a
+    JSON-RPC error reply). ``server`` is the ``mcp.server.Server`` to connect to.
+    """
+
+    def __init__(
+        self,
+        *listed: types.Tool,
+        answer: Callable[[types.CallToolRequestParams], Any] | None = None,
+    ) -> None:
+        self.listed = list(listed) or [types.Tool(name="act", input_schema=OBJECT)]
+        self.answer = answer or (lambda params: types.CallToolResult(content=[]))
+        self.calls: list[types.CallToolRequestParams] = []
+        self.lists = 0
+        self.server: Server[Any] = Server(
+            "scripted", on_list_tools=self._list_tools, on_call_tool=self._call_tool
+        )
+
+    async def _list_tools(
+        self, ctx: Any, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        self.lists += 1
+        return types.ListToolsResult(tools=self.listed)
+
+    async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> Any:
+        self.calls.append(params)
+        result = self.answer(params)
+        if isinstance(result, Awaitable):
+            result = await result
+        return result
+
+
+def text(value: str) -> types.TextContent:
+    return types.TextContent(type="text", text=value)

@@ -1,0 +1,217 @@
+"""connect(): the targets it opens, a server in a child process, and what it lets through."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import mcp
+import pytest
+from mcp import Client, ClientSession
+from mcp.client._memory import InMemoryTransport
+from mcp.server.mcpserver import MCPServer
+from mcpkit import STDIO_SERVER, stdio_params
+
+import adapters.mcp
+from adapters.mcp import Session, connect, tools
+from runtime import ConfigError, ProtocolError, Safety, ToolError, ToolOutcomeUnknown
+
+EXAMPLE_SERVER = Path(__file__).resolve().parents[2] / "examples" / "mcp_server.py"
+
+
+def echo_server() -> MCPServer:
+    server = MCPServer("echo")
+
+    @server.tool()
+    def echo(text: str) -> str:
+        return text
+
+    return server
+
+
+async def test_a_stdio_server_in_a_child_process_lists_and_answers(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    async with connect(stdio_params(env={"BIDE_TEST_RUNS": str(runs)})) as session:
+        by_name = {t.spec.name: t for t in await tools(session, trust_annotations=True)}
+        assert by_name["echo"].spec.safety is Safety.READ_ONLY
+        assert await by_name["echo"].call({"text": "hello"}) == [{"type": "text", "text": "hello"}]
+    assert runs.read_text().splitlines() == ["echo"]
+
+
+async def test_a_stdio_server_dying_mid_call_is_unknown_and_the_next_call_is_refused(
+    tmp_path: Path,
+) -> None:
+    runs = tmp_path / "runs"
+    async with connect(stdio_params(env={"BIDE_TEST_RUNS": str(runs)})) as session:
+        by_name = {t.spec.name: t for t in await tools(session)}
+        with pytest.raises(ToolOutcomeUnknown):
+            await by_name["die"].call({})
+        assert session.closed
+        with pytest.raises(ToolError, match="not called") as caught:
+            await by_name["echo"].call({"text": "still there?"})
+        assert type(caught.value) is ToolError
+    assert runs.read_text().splitlines() == ["die"]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def http_server() -> Iterator[str]:
+    port = _free_port()
+    child = subprocess.Popen(
+        [sys.executable, str(STDIO_SERVER), "http", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(200):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+                break
+            except OSError:
+                if child.poll() is not None:
+                    raise RuntimeError("the HTTP test server exited") from None
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        child.terminate()
+        child.wait(timeout=10)
+
+
+async def test_an_http_url_is_opened_as_streamable_http(http_server: str) -> None:
+    async with connect(http_server) as session:
+        by_name = {t.spec.name: t for t in await tools(session)}
+        assert await by_name["echo"].call({"text": "over http"}) == [
+            {"type": "text", "text": "over http"}
+        ]
+
+
+async def test_an_sdk_transport_is_a_target() -> None:
+    async with connect(InMemoryTransport(echo_server())) as session:
+        (echo,) = await tools(session)
+        assert await echo.call({"text": "hi"}) == [{"type": "text", "text": "hi"}]
+
+
+@pytest.mark.parametrize(
+    "target",
+    ["ftp://example.com/mcp", "not a url", 42, object()],
+    ids=["ftp", "words", "number", "object"],
+)
+async def test_a_target_of_another_kind_is_a_config_error(target: Any) -> None:
+    with pytest.raises(ConfigError):
+        async with connect(target):
+            pass
+
+
+@pytest.mark.parametrize(
+    "info", [("bide",), ("", "1"), ("bide", 1), "bide/1"], ids=["short", "empty", "int", "str"]
+)
+async def test_client_info_that_is_not_a_name_and_version_is_a_config_error(info: Any) -> None:
+    with pytest.raises(ConfigError, match="client_info"):
+        async with connect(echo_server(), client_info=info):
+            pass
+
+
+async def test_a_server_that_cannot_start_is_an_os_error() -> None:
+    params = mcp.StdioServerParameters(command="/nonexistent/bide-test-server")
+    with pytest.raises(OSError):
+        async with connect(params):
+            pass
+
+
+async def test_a_server_that_fails_the_handshake_is_a_protocol_error() -> None:
+    params = mcp.StdioServerParameters(command=sys.executable, args=["-c", "print('hello')"])
+    with pytest.raises(ProtocolError, match="could not open an MCP session"):
+        async with connect(params):
+            pass
+
+
+async def test_an_exception_in_the_block_comes_out_as_itself() -> None:
+    # The SDK's task groups would wrap it in an ExceptionGroup.
+    with pytest.raises(LookupError, match="mine"):
+        async with connect(echo_server()):
+            raise LookupError("mine")
+
+
+async def test_cancelling_the_block_closes_the_session() -> None:
+    held: list[Session] = []
+
+    async def hold() -> None:
+        async with connect(echo_server()) as session:
+            held.append(session)
+            await asyncio.sleep(30)
+
+    task = asyncio.ensure_future(hold())
+    while not held:  # noqa: ASYNC110
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert held[0].closed
+
+
+async def test_a_session_the_caller_holds_can_be_passed_to_tools() -> None:
+    async with Client(echo_server(), cache=None) as client:
+        (via_client,) = await tools(client)
+        (via_session,) = await tools(client.session)
+        assert isinstance(client.session, ClientSession)
+        assert await via_client.call({"text": "a"}) == [{"type": "text", "text": "a"}]
+        assert await via_session.call({"text": "b"}) == [{"type": "text", "text": "b"}]
+
+
+async def test_an_mcp_client_not_entered_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="not connected"):
+        await tools(Client(echo_server(), cache=None))
+
+
+async def test_the_documented_example_server_runs() -> None:
+    params = mcp.StdioServerParameters(command=sys.executable, args=[str(EXAMPLE_SERVER)])
+    async with connect(params) as session:
+        names = [t.spec.name for t in await tools(session, trust_annotations=True)]
+    assert names
+
+
+def test_all_names_in_dunder_all_are_exported_and_public() -> None:
+    exported = set(adapters.mcp.__all__)
+    assert exported == {name for name in vars(adapters.mcp) if not name.startswith("_")} - {
+        "connection",
+        "elicitation",
+        "listing",
+        "session",
+        "tool",
+    }
+    assert adapters.mcp.__all__ == sorted(exported)
+
+
+def test_no_sdk_type_is_exported() -> None:
+    for name in adapters.mcp.__all__:
+        value = getattr(adapters.mcp, name)
+        module = getattr(value, "__module__", "") or ""
+        assert not module.startswith(("mcp.", "mcp_types")), name
+
+
+def test_the_example_in_docs_runs_and_prints_what_it_says() -> None:
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "mcp.md").read_text()
+    example = docs.split("```python\n", 1)[1].split("```", 1)[0]
+    done = subprocess.run(
+        [sys.executable, "-c", example],
+        cwd=EXAMPLE_SERVER.parents[1],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    lines = done.stdout.splitlines()
+    assert lines[:3] == ["lookup_order read_only", "set_status idempotent", "refund side_effect"]
+    assert '"status": "shipped"' in lines[3]
