@@ -153,7 +153,7 @@ async def test_cancelling_the_block_closes_the_session() -> None:
             await asyncio.sleep(30)
 
     task = asyncio.ensure_future(hold())
-    while not held:  # noqa: ASYNC110
+    while not held:
         await asyncio.sleep(0.01)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):

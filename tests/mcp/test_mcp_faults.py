@@ -41,7 +41,7 @@ async def test_a_connection_lost_while_idle_makes_the_next_call_refused_unsent()
         (act,) = await tools(session)
         await raw.hang_up()
         with anyio.fail_after(5):
-            while not session.closed:  # noqa: ASYNC110
+            while not session.closed:
                 await anyio.sleep(0.01)
         with pytest.raises(ToolError, match="not called") as caught:
             await act.call({})
