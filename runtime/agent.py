@@ -35,7 +35,14 @@ from runtime.model import Model
 from runtime.result import Halt, RunResult, RunStatus, Waiting
 from runtime.retry import MODEL_RETRY, TOOL_RETRY, RetryingModel, RetryPolicy
 from runtime.state import CallState, RunState
-from runtime.tools import Safety, Tool, ToolContext, idempotency_key_for, validate_tool_name
+from runtime.tools import (
+    Interrupted,
+    Safety,
+    Tool,
+    ToolContext,
+    idempotency_key_for,
+    validate_tool_name,
+)
 
 __all__ = ["Agent"]
 
@@ -45,17 +52,6 @@ _CANCELLED = object()
 """A call that did not start because the run was cancelled."""
 _PROCEED = object()
 _DONE = object()
-
-
-class _Paused(BaseException):
-    """Raised through a tool by ``context.interrupt`` when no answer is journaled yet.
-
-    A BaseException, like CancelledError, so that a tool's ``except Exception`` cannot eat it.
-    """
-
-    def __init__(self, waiting: Waiting):
-        super().__init__(waiting.key)
-        self.waiting = waiting
 
 
 class _Misuse(BaseException):
@@ -438,7 +434,7 @@ class _Drive:
             if safety is Safety.SIDE_EFFECT:
                 return await self._side_effect(cs, k, tool, context)
             return await self._retry_safe(cs, k, tool, context)
-        except _Paused as paused:
+        except Interrupted as paused:
             log.info("run_waiting", call_id=call.id, tool=call.name, kind="input")
             return paused.waiting
         except _Misuse as misuse:
@@ -518,7 +514,7 @@ class _Drive:
                 R.INTERRUPT,
                 {"call_id": call.id, "key": key, "prompt": prompt, "schema": wanted},
             )
-            raise _Paused(
+            raise Interrupted(
                 Waiting(
                     kind="input",
                     call_id=call.id,

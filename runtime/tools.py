@@ -22,6 +22,7 @@ from runtime.errors import ConfigError, ToolArgumentsError
 
 __all__ = [
     "FunctionTool",
+    "Interrupted",
     "Safety",
     "Tool",
     "ToolContext",
@@ -112,6 +113,19 @@ def idempotency_key_for(run_id: str, call_id: str) -> str:
     """The stable idempotency key of one tool call: the same on every attempt and every resume."""
     digest = hashlib.sha256(f"{run_id}\x00{call_id}".encode()).hexdigest()
     return f"bide-{digest[:32]}"
+
+
+class Interrupted(BaseException):
+    """Raised by ``ToolContext.interrupt`` when the question has no journaled answer yet.
+
+    The run pauses (``waiting``) and the tool runs again once the answer is journaled. A
+    BaseException, like ``CancelledError``, so that a tool's ``except Exception`` cannot swallow
+    it: let it propagate.
+    """
+
+    def __init__(self, waiting: Any):
+        super().__init__(getattr(waiting, "key", None))
+        self.waiting = waiting
 
 
 class ToolContext:

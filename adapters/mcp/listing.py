@@ -46,6 +46,7 @@ async def tools(
     call_timeout: float | None = None,
     max_description_bytes: int = DEFAULT_MAX_DESCRIPTION_BYTES,
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+    durable_elicitation: bool = False,
 ) -> list[Tool]:
     """List every tool of a connected MCP session and wrap each one as a bide ``Tool``.
 
@@ -61,6 +62,12 @@ async def tools(
     bound each call (zero or less: none). ``max_description_bytes`` and ``max_result_bytes``
     bound what a server may send (zero or less: no limit).
 
+    With ``durable_elicitation``, a form elicitation during a READ_ONLY or IDEMPOTENT call made by
+    an agent run is journaled: a recorded answer is given from the journal, and with none the
+    run pauses (``waiting``) until one is given (``answer``), then the call runs again. Calls
+    that could repeat an effect (SIDE_EFFECT) are answered live by ``connect``'s resolver, or
+    declined. See ``docs/mcp.md``.
+
     Raises ``ProtocolError`` if the server's list breaks the protocol (see ``docs/mcp.md``).
     """
     held = _session(session)
@@ -71,6 +78,8 @@ async def tools(
     result_limit = _byte_limit(max_result_bytes, "max_result_bytes")
     if not isinstance(trust_annotations, bool):
         raise ConfigError("trust_annotations must be True or False")
+    if not isinstance(durable_elicitation, bool):
+        raise ConfigError("durable_elicitation must be True or False")
 
     listed = await _list_all(held)
     seen: set[str] = set()
@@ -99,7 +108,15 @@ async def tools(
             timeout=timeout,
         )
         validator = validator_for(spec.input_schema)(spec.input_schema, registry=Registry())
-        wrapped.append(MCPTool(held, spec, validator, max_result_bytes=result_limit))
+        wrapped.append(
+            MCPTool(
+                held,
+                spec,
+                validator,
+                max_result_bytes=result_limit,
+                durable_elicitation=durable_elicitation,
+            )
+        )
     return wrapped
 
 

@@ -1,15 +1,19 @@
 """The MCP session bide holds: its closed state, tool calls with their input rounds, elicitation.
 
-Every elicitation, whichever protocol era carries it, goes through ``Session._elicit``: the one
-place a later option (durable elicitation) hooks in.
+Every elicitation, whichever protocol era carries it, goes through ``_answer_elicitation``: for
+a call made with durable elicitation it is answered from the run's journal (or pauses the run),
+otherwise by the host's live resolver.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import inspect
+import json
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
 import anyio
@@ -23,7 +27,7 @@ from mcp.client.subscriptions import ToolsListChanged, listen
 
 from adapters.mcp.elicitation import ElicitationAnswer, ElicitationRequest, ElicitationResolver
 from runtime.errors import ConfigError, ProtocolError, ToolError, ToolOutcomeUnknown
-from runtime.tools import ToolContext, safe_repr
+from runtime.tools import Interrupted, ToolContext, safe_repr
 
 __all__ = ["MAX_INPUT_ROUNDS", "Session", "ToolListChangedCallback"]
 
@@ -62,6 +66,16 @@ _AMBIGUOUS_CODES: Final = frozenset(
 _MAX_SERVER_TEXT: Final = 2000
 
 
+@dataclass(slots=True)
+class _Active:
+    """A tool call in flight on this session, so an elicitation can be traced to it."""
+
+    call: ToolContext | None
+    durable: bool
+    asked: int = 0
+    paused: Interrupted | None = None
+
+
 class Session:
     """A connected MCP client session, as ``connect`` yields it; pass it to ``tools``.
 
@@ -80,6 +94,7 @@ class Session:
         self._on_tool_list_changed = on_tool_list_changed
         self._task_group: anyio.abc.TaskGroup | None = None
         self._closed = False
+        self._active: list[_Active] = []
 
     @classmethod
     def _adopt(cls, sdk: ClientSession) -> Session:
@@ -140,20 +155,30 @@ class Session:
         meta: dict[str, Any] | None,
         call: ToolContext | None,
         seconds: float | None,
+        durable: bool = False,
     ) -> types.CallToolResult:
         """Send one tools/call (with its input rounds) and return the server's final answer.
 
         Raises a definite ``ToolError`` when the call was provably not sent or the server
         replied with an error, and ``ToolOutcomeUnknown`` for anything else after it may have
-        left. Cancellation propagates.
+        left. Cancellation propagates, and so does ``Interrupted`` when a durable elicitation
+        has no journaled answer yet (the retry-safe call runs again once it has).
         """
         ids = _ids(call)
         if self._closed:
             raise ToolError(f"{name} was not called: the MCP session is closed", **ids)
-        attempt = self._send_call(name, arguments, meta=meta, call=call)
-        if seconds is None:
-            return await attempt
-        return await _within(attempt, seconds, name, ids)
+        active = _Active(call, durable)
+        self._active.append(active)
+        try:
+            attempt = self._send_call(name, arguments, meta=meta, call=call, active=active)
+            answer = await (attempt if seconds is None else _within(attempt, seconds, name, ids))
+        finally:
+            self._active.remove(active)
+        if active.paused is not None:
+            # A handshake-era question was journaled and answered "cancel" to the server; what
+            # the call returned after that is discarded, and the call runs again when answered.
+            raise active.paused
+        return answer
 
     async def _send_call(
         self,
@@ -162,6 +187,7 @@ class Session:
         *,
         meta: dict[str, Any] | None,
         call: ToolContext | None,
+        active: _Active,
     ) -> types.CallToolResult:
         sdk = self._connected()
         ids = _ids(call)
@@ -195,7 +221,7 @@ class Session:
                 return answer
             if answer.input_requests:
                 backoff = _STATE_ONLY_BACKOFF[0]
-                responses = await self._answer_input_requests(name, answer.input_requests, call)
+                responses = await self._answer_input_requests(name, answer.input_requests, active)
             else:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, _STATE_ONLY_BACKOFF[1])
@@ -208,13 +234,13 @@ class Session:
         )
 
     async def _answer_input_requests(
-        self, name: str, requests: Mapping[str, types.InputRequest], call: ToolContext | None
+        self, name: str, requests: Mapping[str, types.InputRequest], active: _Active
     ) -> dict[str, types.InputResponse]:
-        ids = _ids(call)
+        ids = _ids(active.call)
         responses: dict[str, types.InputResponse] = {}
         for key, request in requests.items():
             try:
-                response = await self._answer_input_request(key, request, name, call)
+                response = await self._answer_input_request(key, request, name, active)
             except Exception as exc:
                 raise ToolOutcomeUnknown(
                     f"{name}: answering the server's input request failed "
@@ -232,11 +258,13 @@ class Session:
         return responses
 
     async def _answer_input_request(
-        self, key: str, request: types.InputRequest, name: str, call: ToolContext | None
+        self, key: str, request: types.InputRequest, name: str, active: _Active
     ) -> types.InputResponse | types.ErrorData:
         sdk = self._connected()
-        if isinstance(request, types.ElicitRequest) and self._resolver is not None:
-            return await self._answer_elicitation(request.params, tool_name=name, call=call)
+        if isinstance(request, types.ElicitRequest) and (
+            self._resolver is not None or active.durable
+        ):
+            return await self._answer_elicitation(request.params, tool_name=name, active=active)
         meta = request.params.meta if request.params is not None else None
         context = ClientRequestContext(session=sdk, request_id=key, meta=meta)
         return await sdk.dispatch_input_request(context, request)
@@ -254,9 +282,13 @@ class Session:
         params: types.ElicitRequestParams,
         *,
         tool_name: str | None,
-        call: ToolContext | None,
+        active: _Active | None,
+        in_call_task: bool = True,
     ) -> types.ElicitResult:
+        call = active.call if active is not None else None
         request = _elicitation_request(params, tool_name=tool_name, call=call)
+        if active is not None and active.durable and call is not None and request.mode == "form":
+            return await _from_journal(active, request, raise_pause=in_call_task)
         try:
             answer = await self._elicit(request)
             if not isinstance(answer, ElicitationAnswer):
@@ -272,8 +304,13 @@ class Session:
     async def _on_elicitation(
         self, context: ClientRequestContext, params: types.ElicitRequestParams
     ) -> types.ElicitResult:
-        # Handshake era: the request arrives on the connection, not within the call it serves.
-        return await self._answer_elicitation(params, tool_name=None, call=None)
+        # Handshake era: the request arrives on the connection, not within the call it serves;
+        # it is traced to a call only when exactly one is in flight.
+        active = self._active[0] if len(self._active) == 1 else None
+        name = active.call.tool_name if active is not None and active.call is not None else None
+        return await self._answer_elicitation(
+            params, tool_name=name, active=active, in_call_task=False
+        )
 
     # -- notifications and lifecycle ----------------------------------------------------------
 
@@ -387,6 +424,31 @@ def _classify_error_reply(name: str, exc: MCPError, ids: dict[str, str]) -> Tool
             **ids,
         )
     return ToolError(f"{name} failed: {text} (JSON-RPC error {code})", **ids)
+
+
+async def _from_journal(
+    active: _Active, request: ElicitationRequest, *, raise_pause: bool
+) -> types.ElicitResult:
+    """Answer a retry-safe call's elicitation from the run's journal, or pause the run.
+
+    The question is an interrupt of the call, keyed by its order within the call and a digest of
+    what was asked, so a re-run that asks the same questions gets the journaled answers.
+    """
+    assert active.call is not None
+    active.asked += 1
+    asked = json.dumps(
+        {"message": request.message, "schema": request.requested_schema}, sort_keys=True
+    )
+    key = f"mcp-elicit-{active.asked}-{hashlib.sha256(asked.encode()).hexdigest()[:12]}"
+    schema = dict(request.requested_schema or {"type": "object"})
+    try:
+        content = await active.call.interrupt(key, request.message, expect=dict, schema=schema)
+    except Interrupted as pause:
+        if raise_pause:
+            raise
+        active.paused = pause
+        return types.ElicitResult(action="cancel")
+    return types.ElicitResult(action="accept", content=content)
 
 
 def _elicitation_request(

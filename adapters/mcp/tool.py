@@ -58,15 +58,22 @@ class ResultTooLargeError(ToolError):
 class MCPTool:
     """A tool an MCP server listed, called through the session it was listed on."""
 
-    __slots__ = ("_max_result_bytes", "_session", "_spec", "_validator")
+    __slots__ = ("_durable", "_max_result_bytes", "_session", "_spec", "_validator")
 
     def __init__(
-        self, session: Session, spec: ToolSpec, validator: Any, *, max_result_bytes: int
+        self,
+        session: Session,
+        spec: ToolSpec,
+        validator: Any,
+        *,
+        max_result_bytes: int,
+        durable_elicitation: bool = False,
     ) -> None:
         self._session = session
         self._spec = spec
         self._validator = validator
         self._max_result_bytes = max_result_bytes
+        self._durable = durable_elicitation
 
     @property
     def spec(self) -> ToolSpec:
@@ -85,8 +92,11 @@ class MCPTool:
         meta = None
         if context is not None and Safety.IDEMPOTENT in (self._spec.safety, context.safety):
             meta = {IDEMPOTENCY_KEY_META: context.idempotency_key}
+        # Only a call the agent may run again from the start can pause on a question: a side
+        # effect's elicitation is answered live, never by pausing (that could repeat the effect).
+        durable = self._durable and context is not None and context.safety.retry_safe
         result = await self._session._call_tool(
-            name, checked, meta=meta, call=context, seconds=self._spec.timeout
+            name, checked, meta=meta, call=context, seconds=self._spec.timeout, durable=durable
         )
         value = _result_value(result)
         size = len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
