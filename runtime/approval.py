@@ -9,7 +9,7 @@ import struct
 import types
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -45,7 +45,7 @@ class ApprovalPolicy:
     """
 
     need: int = 1
-    approvers: Mapping[str, bytes] = field(default_factory=dict)
+    approvers: Mapping[str, bytes | str | Ed25519PublicKey] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if isinstance(self.need, bool) or not isinstance(self.need, int):
@@ -76,8 +76,12 @@ class ApprovalPolicy:
         return bool(self.approvers)
 
     def public_key(self, approver: str) -> Ed25519PublicKey | None:
-        raw = self.approvers.get(approver)
+        raw = self._raw_keys().get(approver)
         return Ed25519PublicKey.from_public_bytes(raw) if raw is not None else None
+
+    def _raw_keys(self) -> Mapping[str, bytes]:
+        # __post_init__ replaced whatever key forms were given by their 32 raw bytes.
+        return cast(Mapping[str, bytes], self.approvers)
 
     @property
     def digest(self) -> str:
@@ -88,7 +92,7 @@ class ApprovalPolicy:
         return {
             "need": self.need,
             "approvers": {
-                a: base64.b64encode(k).decode("ascii") for a, k in sorted(self.approvers.items())
+                a: base64.b64encode(k).decode("ascii") for a, k in sorted(self._raw_keys().items())
             },
         }
 

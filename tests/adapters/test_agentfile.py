@@ -1,0 +1,156 @@
+"""Agent files: validation that names the file and key, and agents built from them."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.agentfile import load_agent_file, open_agent_file
+from runtime import ConfigError, Journal, RunStatus, Safety
+from tests.conftest import ROOT
+
+TOOLS_MODULE = '''
+from runtime import Safety, tool
+
+@tool(safety=Safety.READ_ONLY)
+async def lookup(customer: str) -> dict:
+    """Look a customer up."""
+    return {"customer": customer, "plan": "pro"}
+'''
+
+
+def write_agent(tmp_path: Path, toml: str, script: list[dict[str, Any]] | None = None) -> Path:
+    (tmp_path / "agent_tools.py").write_text(TOOLS_MODULE)
+    if script is not None:
+        (tmp_path / "script.json").write_text(json.dumps(script))
+    path = tmp_path / "agent.toml"
+    path.write_text(toml)
+    return path
+
+
+SCRIPT = [
+    {"tool_calls": [{"id": "c1", "name": "lookup", "arguments": {"customer": "ann"}}]},
+    {"tool_calls": [{"id": "c2", "name": "echo", "arguments": {"text": "hello"}}]},
+    {"text": "done"},
+]
+
+
+def stdio_server_toml() -> str:
+    server = ROOT / "tests" / "mcp" / "mcp_stdio_server.py"
+    return f"""
+[[mcp]]
+name = "test"
+command = {json.dumps(sys.executable)}
+args = [{json.dumps(str(server))}]
+trust_annotations = true
+call_timeout = 30
+env = {{ PYTHONPATH = {json.dumps(str(ROOT))} }}
+"""
+
+
+async def test_an_agent_file_with_a_scripted_model_python_tools_and_an_mcp_server_runs(
+    tmp_path: Path, db_path: Path
+) -> None:
+    path = write_agent(
+        tmp_path,
+        f"""
+name = "support"
+system_prompt = "Be brief."
+max_turns = 5
+tools = ["agent_tools:lookup"]
+
+[model]
+provider = "scripted"
+script = "script.json"
+{stdio_server_toml()}
+""",
+        SCRIPT,
+    )
+    async with open_agent_file(path) as agent:
+        assert agent.name == "support" and agent.max_turns == 5
+        assert {n: t.spec.safety for n, t in agent.tools.items()} == {
+            "lookup": Safety.READ_ONLY,
+            "echo": Safety.READ_ONLY,
+            "die": Safety.SIDE_EFFECT,
+        }
+        async with Journal(db_path) as journal:
+            result = await agent.run("r", "go", journal=journal, spec=str(path))
+            state = await journal.require("r")
+    assert result.status is RunStatus.COMPLETED and result.output == "done"
+    content, _ = state.calls["c2"].message_content()
+    assert content == [{"type": "text", "text": "hello"}]
+    assert state.start is not None and state.start["spec"] == str(path)
+
+
+async def test_an_openai_model_file_journals_the_key_variable_name_never_the_key(
+    tmp_path: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MY_LLM_KEY", "sk-very-secret")
+    path = write_agent(
+        tmp_path,
+        """
+[model]
+provider = "openai"
+name = "local-model"
+base_url = "http://127.0.0.1:9/v1"
+api_key_env = "MY_LLM_KEY"
+""",
+    )
+    spec = load_agent_file(path)
+    assert spec.model.provider == "openai"
+    async with open_agent_file(path) as agent:
+        assert agent.tools == {}
+    assert "sk-very-secret" not in path.read_text()
+
+
+@pytest.mark.parametrize(
+    ("toml", "message"),
+    [
+        ("max_turns = 3", "model: Field required"),
+        ('[model]\nprovider = "gpt"', "model: Input tag 'gpt'"),
+        ('[model]\nprovider = "scripted"\nscript = "s.json"\ncolour = 1', "model.scripted.colour"),
+        ('max_turns = "many"\n[model]\nprovider = "scripted"\nscript = "s.json"', "max_turns"),
+        ('[model]\nprovider = "scripted"\nscript = "s.json"\n[[mcp]]\nname = "x"', "mcp.0"),
+        ("this is = = not toml", "not valid TOML"),
+    ],
+)
+def test_validation_errors_name_the_file_and_the_key(
+    tmp_path: Path, toml: str, message: str
+) -> None:
+    path = write_agent(tmp_path, toml)
+    with pytest.raises(ConfigError) as caught:
+        load_agent_file(path)
+    assert str(path) in str(caught.value)
+    assert message in str(caught.value)
+
+
+async def test_a_tool_reference_that_does_not_import_is_a_config_error(tmp_path: Path) -> None:
+    path = write_agent(
+        tmp_path,
+        'tools = ["agent_tools:nothing"]\n[model]\nprovider = "scripted"\nscript = "script.json"',
+        SCRIPT,
+    )
+    with pytest.raises(ConfigError, match="agent_tools:nothing"):
+        async with open_agent_file(path):
+            pass
+
+
+async def test_a_misspelt_mcp_safety_entry_names_the_server(tmp_path: Path) -> None:
+    toml = (
+        '[model]\nprovider = "scripted"\nscript = "script.json"\n'
+        + stdio_server_toml()
+        + 'safety = { ecko = "read_only" }\n'
+    )
+    path = write_agent(tmp_path, toml, SCRIPT)
+    with pytest.raises(ConfigError, match=r"mcp\[test\].*ecko"):
+        async with open_agent_file(path):
+            pass
+
+
+def test_a_missing_agent_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read agent file"):
+        load_agent_file(tmp_path / "nope.toml")
