@@ -556,7 +556,7 @@ class _Drive:
             return self._halt(cs, f"outcome unknown: {exc}")
         except ToolError as exc:
             faults.crashpoint("tool.after_call")
-            return await self._record(cs, k, tool, error=(type(exc).__name__, str(exc)))
+            return await self._record(cs, k, tool, error=_tool_error(exc))
         except TimeoutError:
             return self._halt(cs, f"timed out after {tool.spec.timeout}s: it may have acted")
         except Exception as exc:
@@ -579,7 +579,7 @@ class _Drive:
                 failure = f"outcome unknown: {exc}"
             except ToolError as exc:
                 faults.crashpoint("tool.after_call")
-                return await self._record(cs, k, tool, error=(type(exc).__name__, str(exc)))
+                return await self._record(cs, k, tool, error=_tool_error(exc))
             except TimeoutError:
                 failure = f"timed out after {tool.spec.timeout}s"
             except Exception as exc:
@@ -611,7 +611,7 @@ class _Drive:
         tool: Tool | None,
         *,
         value: Any = None,
-        error: tuple[str, str] | None = None,
+        error: tuple[str, str] | tuple[str, str, Any] | None = None,
     ) -> None:
         call = cs.call
         payload: dict[str, Any] = {
@@ -625,6 +625,11 @@ class _Drive:
                 encode(value)
             except StorageError:
                 error = ("invalid_result", f"{call.name} ran but returned a value that is not JSON")
+        elif len(error) == 3:
+            try:
+                encode(error[2])
+            except StorageError:
+                error = error[:2]
         if error is None:
             payload["outcome"] = "value"
             payload["value"] = value
@@ -690,3 +695,7 @@ class _Drive:
             turns=len(self.state.turns),
             **fields,
         )
+
+
+def _tool_error(exc: ToolError) -> tuple[str, str, Any]:
+    return type(exc).__name__, str(exc), exc.data

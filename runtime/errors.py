@@ -59,7 +59,21 @@ class ConflictError(ConfigError):
 
 
 class ToolError(BideError):
-    """A tool reported a failure. Raised in a tool, it becomes an error result the model sees."""
+    """A tool reported a failure. Raised in a tool, it becomes an error result the model sees.
+
+    ``data`` (JSON) travels with the message into the recorded error, for the model to read.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        data: object = None,
+        run_id: str | None = None,
+        call_id: str | None = None,
+    ):
+        super().__init__(message, run_id=run_id, call_id=call_id)
+        self.data = data
 
 
 class UnknownToolError(ToolError):

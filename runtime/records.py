@@ -91,6 +91,9 @@ def answer_key(call_id: str, key: str) -> str:
     return f"answer/{call_id}/{key}"
 
 
-def error_payload(kind: str, message: str) -> dict[str, Any]:
+def error_payload(kind: str, message: str, data: Any = None) -> dict[str, Any]:
     """How an error result is recorded (and shown to the model)."""
-    return {"type": kind, "message": message}
+    payload: dict[str, Any] = {"type": kind, "message": message}
+    if data is not None:
+        payload["data"] = data
+    return payload

@@ -109,7 +109,7 @@ class MCPTool:
                 **ids,
             )
         if result.is_error:
-            raise ToolError(_error_text(name, value), **ids)
+            raise ToolError(_error_text(name, value), data=value, **ids)
         return value
 
     def _check_arguments(self, arguments: object, ids: dict[str, str]) -> dict[str, Any]:

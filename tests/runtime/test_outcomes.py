@@ -223,3 +223,17 @@ async def test_the_idempotency_key_is_stable_across_attempts_and_resumes(journal
     assert other_run_key != keys[0]
     same_key = ToolContext(run_id="r", call_id="c1", tool_name="upsert").idempotency_key
     assert same_key == keys[0]
+
+
+async def test_a_tool_errors_data_travels_with_its_message(journal: Journal) -> None:
+    ledger = Ledger()
+    failure = ToolError("declined", data={"code": "insufficient_funds", "retry": False})
+    await drive(journal, flaky(ledger, "pay", Safety.SIDE_EFFECT, [failure]))
+    assert await content(journal) == (
+        {
+            "type": "ToolError",
+            "message": "declined",
+            "data": {"code": "insufficient_funds", "retry": False},
+        },
+        True,
+    )
