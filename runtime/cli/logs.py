@@ -29,7 +29,7 @@ SENTENCES: dict[str, str] = {
     "model_retry": "the model failed (attempt {attempt}), retrying in {delay_s}s: {error}",
     "model_failed": "the model failed: {error}",
     "late_result_after_resolution": "call {call_id} returned after it was resolved",
-    "drive_finished": "{status} after {turns} turns, {executed} tool executions, {ms} ms",
+    "drive_finished": "{status}: {turns} turn(s) in all, {executed} tool run(s) now, {ms} ms",
     "drive_stopped": "stopped: {error}",
     "run_waiting": "waiting for {what}",
     "run_halted": "halted on {call_id} {tool}: find out whether it acted, then {next}",
@@ -45,11 +45,12 @@ def _sentence(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> Any:
     template = SENTENCES.get(str(name))
     if template is None:
         return event
-    if name == "turn_recorded" and "what" not in event:
+    fields = dict(event)
+    if name == "turn_recorded":
         calls = event.get("tool_calls", 0)
-        event["what"] = "final answer" if not calls else f"{calls} tool call(s)"
+        fields.setdefault("what", "final answer" if not calls else f"{calls} tool call(s)")
     with suppress(KeyError, ValueError, IndexError):  # a field missing: keep the bare event
-        event["message"] = template.format_map(event)
+        event["message"] = template.format_map(fields)
     return event
 
 
@@ -60,7 +61,7 @@ def _console_event(_logger: Any, _name: str, event: MutableMapping[str, Any]) ->
     template = SENTENCES[str(event["event"])]
     # The console serves one operator watching one run: the sentence says it all, except a
     # write that lost to another driver (won=False), which is worth seeing.
-    for field in ("what", "tool_calls", "run_id", *_fields(template)):
+    for field in ("tool_calls", "run_id", *_fields(template)):
         event.pop(field, None)
     if event.get("won") is True:
         del event["won"]
@@ -91,7 +92,7 @@ def configured(*, level: int, fmt: str, stream: TextIO | None = None) -> Iterato
         renderer = [
             structlog.processors.TimeStamper(fmt="%H:%M:%S", utc=False),
             _console_event,
-            structlog.dev.ConsoleRenderer(colors=tty, pad_event_to=44, pad_level=False),
+            structlog.dev.ConsoleRenderer(colors=tty, pad_event_to=0, pad_level=False),
         ]
     else:
         renderer = [

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import argparse
+import io
 import json
+import logging
 import re
 import signal
 from pathlib import Path
 
 from examples.payments import PaymentsLedger
+from runtime import RunResult, RunStatus, Waiting
+from runtime.cli import drive
+from runtime.cli.base import Invocation, exit_code
+from runtime.cli.logs import configured
 from runtime.tools import idempotency_key_for
 from tests.cli.invoke import Cli, child
 
@@ -231,3 +238,27 @@ def test_a_run_killed_after_a_turn_was_recorded_resumes_to_completion(db_path: P
     resumed = child("resume", "--db", db, "r")
     assert (resumed.code, resumed.out) == (0, "all done\n"), resumed.err
     assert [e["event"] for e in resumed.events()][:2] == ["run_resumed", "tool_started"]
+
+
+def test_a_waiting_result_exits_3_and_says_what_it_waits_for() -> None:
+    """Pinned on the report itself until the approval gate lets a drive stop waiting."""
+    out, err = io.StringIO(), io.StringIO()
+    args = argparse.Namespace(json=False)
+    invocation = Invocation(args, prog="bide", environ={}, stdout=out)
+    result = RunResult(
+        run_id="r",
+        status=RunStatus.WAITING,
+        waiting=(
+            Waiting("approval", "c1", "charge", {}),
+            Waiting("input", "c2", "ask", {}, prompt="How much?", key="amount"),
+        ),
+    )
+    with configured(level=logging.INFO, fmt="json", stream=err):
+        drive._report(invocation, result)
+    assert exit_code(result.status) == 3
+    messages = [json.loads(line)["message"] for line in err.getvalue().splitlines()]
+    assert messages == [
+        "waiting for approval of c1 charge",
+        'waiting for an answer for c2 ask: "How much?"',
+    ]
+    assert out.getvalue() == ""
