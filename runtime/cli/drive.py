@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 
 import structlog
 
-from runtime.agent import Agent
 from runtime.cli.base import EXIT_USAGE, Command, Failure, Invocation, exit_code
 from runtime.cli.specs import open_agent
 from runtime.errors import BudgetError, ConfigError, ModelError
 from runtime.journal import Journal
+from runtime.journal.migrate import sqlite_path
 from runtime.result import RunResult, RunStatus
 from runtime.timeline import clip
 
@@ -49,19 +50,21 @@ async def _run(inv: Invocation) -> int:
     args = inv.args
     run_id = args.run_id or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     text = sys.stdin.read().rstrip("\n") if args.input == "-" else args.input
-    async with inv.journal(create=True) as journal:
-        spec = args.agent
-        if spec is None:
-            spec = await _journaled_spec(journal, run_id)
-            if spec is None:
-                raise Failure("run needs --agent MODULE:ATTR (the agent to drive)", EXIT_USAGE)
+    spec = args.agent or await _spec_of_existing_run(inv, run_id)
+    # The agent first: a spec that does not import leaves no new journal file behind.
+    async with open_agent(spec) as agent, inv.journal(create=True) as journal:
         inv.log.info("run_started", run_id=run_id, agent=spec)
-        return await _drive(
-            inv,
-            run_id,
-            spec,
-            lambda agent: agent.run(run_id, text, journal=journal, spec=spec),
-        )
+        return await _drive(inv, run_id, spec, agent.run(run_id, text, journal=journal, spec=spec))
+
+
+async def _spec_of_existing_run(inv: Invocation, run_id: str) -> str:
+    spec = None
+    if os.path.exists(sqlite_path(inv.db)):
+        async with inv.journal() as journal:
+            spec = await _journaled_spec(journal, run_id)
+    if spec is None:
+        raise Failure("run needs --agent MODULE:ATTR (the agent to drive)", EXIT_USAGE)
+    return spec
 
 
 async def _resume(inv: Invocation) -> int:
@@ -75,7 +78,8 @@ async def _resume(inv: Invocation) -> int:
                 "--agent MODULE:ATTR",
                 run_id=run_id,
             )
-        return await _drive(inv, run_id, spec, lambda agent: agent.resume(run_id, journal=journal))
+        async with open_agent(spec) as agent:
+            return await _drive(inv, run_id, spec, agent.resume(run_id, journal=journal))
 
 
 async def _journaled_spec(journal: Journal, run_id: str) -> str | None:
@@ -84,27 +88,10 @@ async def _journaled_spec(journal: Journal, run_id: str) -> str | None:
     return spec if isinstance(spec, str) and spec else None
 
 
-async def _drive(
-    inv: Invocation,
-    run_id: str,
-    spec: str,
-    go: Callable[[Agent], Awaitable[RunResult]],
-) -> int:
+async def _drive(inv: Invocation, run_id: str, spec: str, drive: Awaitable[RunResult]) -> int:
     with structlog.contextvars.bound_contextvars(run_id=run_id):
-        result = await _go(inv, run_id, spec, go)
-        _report(inv, result)
-    return exit_code(result.status)
-
-
-async def _go(
-    inv: Invocation,
-    run_id: str,
-    spec: str,
-    go: Callable[[Agent], Awaitable[RunResult]],
-) -> RunResult:
-    async with open_agent(spec) as agent:
         try:
-            return await go(agent)
+            result = await drive
         except BudgetError as exc:
             raise Failure(
                 f"{exc}. Nothing is lost: raise max_turns in {spec}, then "
@@ -117,6 +104,8 @@ async def _go(
                 f"the model is unavailable after retries ({exc}). Nothing is lost: continue "
                 f"later with `{inv.command('resume', run_id)}`"
             ) from exc
+        _report(inv, result)
+    return exit_code(result.status)
 
 
 def _report(inv: Invocation, result: RunResult) -> None:

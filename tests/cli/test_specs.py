@@ -52,6 +52,22 @@ def test_a_spec_that_gives_no_agent_is_one_error_line_naming_it_and_exit_2(
     assert done.error_line.startswith(f"bide: error: agent spec {spec!r}")
     assert says in done.error_line
     assert "Traceback" not in done.err
+    assert not db_path.exists()  # the agent is loaded before a journal is created
+
+
+def test_run_without_agent_needs_one_unless_the_run_journaled_it(cli: Cli, db_path: Path) -> None:
+    db = str(db_path)
+    done = cli("run", "--db", db, "--run-id", "r", "go")
+    assert (done.code, done.error_line) == (
+        2,
+        "bide: error: run needs --agent MODULE:ATTR (the agent to drive)",
+    )
+    assert not db_path.exists()
+    assert (
+        cli("run", "--db", db, "--agent", "tests.cli.agents:agent", "--run-id", "r", "go").code == 0
+    )
+    again = cli("run", "--db", db, "--run-id", "r", "go")
+    assert (again.code, again.out) == (0, "all done\n")
 
 
 def test_the_current_directory_is_importable_for_a_spec(
