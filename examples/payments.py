@@ -182,12 +182,12 @@ def make_agent() -> Agent:
 async def reconcile(journal: Journal, run_id: str, ledger: PaymentsLedger) -> list[str]:
     """Resolve the run's halted charges from the ledger; return what was decided, in words.
 
-    A charge whose idempotency key is in the ledger happened: it is resolved "succeeded" with
-    the very value ``charge_card`` returns, so the model sees what it would have seen. A charge
-    whose key is not there never happened: "not executed", and the next resume charges once.
-    That conclusion is safe here because the process that attempted it is gone and the ledger
-    is local; with a remote provider, wait until the request can no longer land (its timeout).
-    Halts of other tools are left for a person (``python -m runtime resolve``).
+    Run it only when no process is driving the run any more (here: after a crash). Then a
+    charge whose idempotency key is in the ledger happened: it is resolved "succeeded" with the
+    very value ``charge_card`` returns, so the model sees what it would have seen. A charge whose
+    key is not there never happened: "not executed", and the next resume charges once. With a
+    remote provider, also wait until the request can no longer land (its timeout) before
+    concluding that. Halts of other tools are left for a person (``python -m runtime resolve``).
     """
     decided = []
     state = await journal.require(run_id)
@@ -198,13 +198,13 @@ async def reconcile(journal: Journal, run_id: str, ledger: PaymentsLedger) -> li
         key = idempotency_key_for(run_id, call.id)
         charge = await asyncio.to_thread(ledger.find_charge, key)
         if charge is not None:
-            resolution = Resolution.succeeded(charge)
+            resolution, said = Resolution.succeeded(charge), "succeeded"
             evidence = f"ledger charge {charge['charge_id']} carries idempotency key {key}"
         else:
-            resolution = Resolution.not_executed()
+            resolution, said = Resolution.not_executed(), "not executed"
             evidence = f"no ledger charge carries idempotency key {key}"
         await journal.resolve(
             run_id, call.id, resolution, by="payments-reconciler", evidence=evidence
         )
-        decided.append(f"{call.id} {call.name}: {resolution.outcome} ({evidence})")
+        decided.append(f"{call.id} {call.name}: {said} ({evidence})")
     return decided
