@@ -17,7 +17,17 @@ from runtime.journal.store import Record
 from runtime.messages import AssistantTurn, Usage
 from runtime.state import CallState, RunState
 
-__all__ = ["Event", "Stop", "Timeline", "clip", "halted_on", "render", "timeline", "waiting_on"]
+__all__ = [
+    "Event",
+    "Stop",
+    "Timeline",
+    "clip",
+    "halted_on",
+    "printable",
+    "render",
+    "timeline",
+    "waiting_on",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,18 +206,23 @@ def render(tl: Timeline) -> list[str]:
     if now:
         lines.append("")
         lines.extend(now)
-    return lines
+    # Run ids, tool names and call ids come from callers and the model: escape them all.
+    return [printable(line) for line in lines]
 
 
 def clip(value: Any, limit: int = 120) -> str:
     """A value on one line, as JSON, at most ``limit`` characters, with control characters
     escaped (a tool's result or a model's text must not drive the operator's terminal)."""
     try:
-        text = json.dumps(value, ensure_ascii=False)
+        text = printable(json.dumps(value, ensure_ascii=False))
     except (TypeError, ValueError):
-        text = repr(value)
-    text = "".join(f"\\x{ord(c):02x}" if unicodedata.category(c) == "Cc" else c for c in text)
+        text = printable(repr(value))
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters escaped as ``\\xNN``: safe to print to a terminal."""
+    return "".join(f"\\x{ord(c):02x}" if unicodedata.category(c) == "Cc" else c for c in text)
 
 
 # --- one record, told -------------------------------------------------------------------------

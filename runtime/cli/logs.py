@@ -15,6 +15,8 @@ from typing import Any, TextIO
 
 import structlog
 
+from runtime.timeline import printable
+
 __all__ = ["configured"]
 
 # What each event says; fields named here are consumed on the console (they are in the sentence).
@@ -56,16 +58,19 @@ def _sentence(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> Any:
 
 def _console_event(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> Any:
     message = event.pop("message", None)
-    if message is None:
-        return event
-    template = SENTENCES[str(event["event"])]
-    # The console serves one operator watching one run: the sentence says it all, except a
-    # write that lost to another driver (won=False), which is worth seeing.
-    for field in ("tool_calls", "run_id", *_fields(template)):
-        event.pop(field, None)
-    if event.get("won") is True:
-        del event["won"]
-    event["event"] = message
+    if message is not None:
+        template = SENTENCES[str(event["event"])]
+        # The console serves one operator watching one run: the sentence says it all, except
+        # a write that lost to another driver (won=False), which is worth seeing.
+        for field in ("tool_calls", "run_id", *_fields(template)):
+            event.pop(field, None)
+        if event.get("won") is True:
+            del event["won"]
+        event["event"] = message
+    # Tool names, call ids and errors come from the model and tools: never raw to a terminal.
+    for key, value in event.items():
+        if isinstance(value, str):
+            event[key] = printable(value)
     return event
 
 

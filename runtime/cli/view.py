@@ -10,7 +10,7 @@ from typing import Any
 from runtime.cli.base import Command, Invocation
 from runtime.journal import Journal, RunRow
 from runtime.result import RunStatus
-from runtime.timeline import Stop, halted_on, render, timeline, waiting_on
+from runtime.timeline import Stop, halted_on, printable, render, timeline, waiting_on
 
 __all__ = ["COMMANDS"]
 
@@ -122,12 +122,12 @@ async def _list(inv: Invocation) -> int:
         stops = ", ".join(s.brief() for s in (*row.halted, *row.waiting))
         table.append(
             (
-                row.run_id,
+                printable(row.run_id),
                 row.status,
-                row.agent or "",
+                printable(row.agent or ""),
                 str(row.turns),
                 time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row.updated_ms / 1000)),
-                stops if len(stops) <= 60 else stops[:57] + "...",
+                printable(stops if len(stops) <= 60 else stops[:57] + "..."),
             )
         )
     widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
@@ -154,12 +154,12 @@ async def _show(inv: Invocation) -> int:
     for line in render(told):
         inv.out(line)
     for stop in told.halted:
+        resolve = inv.command("resolve", run_id, stop.call_id)
         inv.out(
-            f"  resolve it: {inv.command('resolve', run_id, stop.call_id)} "
-            "--succeeded JSON | --failed TEXT | --not-executed"
+            printable(f"  resolve it: {resolve} --succeeded JSON | --failed TEXT | --not-executed")
         )
     if told.status == "running" or (told.status == "cancelled" and state.end is None):
-        inv.out(f"  resume it: {inv.command('resume', run_id)}")
+        inv.out(printable(f"  resume it: {inv.command('resume', run_id)}"))
     return 0
 
 

@@ -134,3 +134,17 @@ halting = Agent(
     tools=[charge],
     name="halting",
 )
+
+
+# --- a model that names things with terminal escape sequences ----------------------------------
+
+ESCAPES = "\x1b[2J\x1b]0;owned\x07\x9b31m"
+escapes = Agent(
+    model=ScriptedModel(
+        [
+            {"tool_calls": [{"id": f"c1{ESCAPES}", "name": f"wipe{ESCAPES}", "arguments": {}}]},
+            {"text": f"done{ESCAPES}"},
+        ]
+    ),
+    name="escapes",
+)

@@ -193,3 +193,19 @@ def test_list_and_show_never_create_a_journal(cli: Cli, tmp_path: Path) -> None:
         assert done.code == 2
         assert done.error_line.startswith(f"bide: error: no journal at {missing}")
     assert not missing.exists()
+
+
+def test_nothing_a_model_or_caller_names_reaches_the_terminal_raw(cli: Cli, db_path: Path) -> None:
+    """Control characters in run ids, call ids, tool names and answers are escaped on screen."""
+    db = str(db_path)
+    run_id = f"r{agents.ESCAPES}"
+    ran = child(
+        "--log-format", "console", "run", "--db", db, "--agent", "tests.cli.agents:escapes",
+        "--run-id", run_id, "go",
+    )  # fmt: skip
+    assert ran.code == 0, ran.err
+    assert "wipe\\x1b[2J" in ran.err
+    shown, listed = cli("show", "--db", db, run_id), cli("list", "--db", db)
+    for text in (ran.err, shown.out, listed.out):
+        assert not {"\x1b", "\x07", "\x9b"} & set(text), text
+    assert "c1\\u001b[2J" in shown.out or "c1\\x1b[2J" in shown.out
