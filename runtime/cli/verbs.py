@@ -9,6 +9,7 @@ from typing import Any
 
 from runtime.cli.base import EXIT_USAGE, Command, Failure, Invocation
 from runtime.journal import Resolution
+from runtime.timeline import halted_on, printable
 
 __all__ = ["COMMANDS"]
 
@@ -87,6 +88,7 @@ async def _cancel(inv: Invocation) -> int:
     args = inv.args
     async with inv.journal() as journal:
         new = await journal.cancel(args.run_id, reason=args.reason, by=_operator(inv))
+        halted = halted_on(await journal.require(args.run_id))
     if new:
         inv.out(
             f"cancel requested for run {args.run_id}: a driver starts no new turn or call; "
@@ -94,6 +96,15 @@ async def _cancel(inv: Invocation) -> int:
         )
     else:
         inv.out(f"cancel was already requested for run {args.run_id}")
+    for stop in halted:  # cancelling ends the run; it does not say whether the call acted
+        resolve = inv.command("resolve", args.run_id, stop.call_id)
+        inv.out(
+            printable(
+                f"note: {stop.call_id} {stop.tool} was attempted and has no result, and stays "
+                f"unknown: record what happened with `{resolve} --succeeded JSON | --failed "
+                "TEXT | --not-executed`"
+            )
+        )
     return 0
 
 

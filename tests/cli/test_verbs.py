@@ -108,8 +108,13 @@ def test_cancel_stops_the_run_at_its_next_drive_which_exits_5(cli: Cli, halted: 
     done = cli("cancel", "--db", halted, "r", "--reason", "customer withdrew", "--by", "carol")
     assert done.code == 0
     assert done.out.startswith("cancel requested for run r")
+    assert done.out.splitlines()[1] == (
+        f"note: c1 charge was attempted and has no result, and stays unknown: record what "
+        f"happened with `bide resolve --db {halted} r c1 --succeeded JSON | --failed TEXT | "
+        "--not-executed`"
+    )
     again = cli("cancel", "--db", halted, "r")
-    assert (again.code, again.out) == (0, "cancel was already requested for run r\n")
+    assert (again.code, again.out.splitlines()[0]) == (0, "cancel was already requested for run r")
     assert cli("list", "--db", halted, "--json").json()["runs"][0]["status"] == "cancelled"
     resumed = cli("resume", "--db", halted, "r", "--json")
     assert (resumed.code, resumed.json()["status"]) == (5, "cancelled")
@@ -127,3 +132,11 @@ def test_resolve_and_cancel_in_a_child_process(cli: Cli, halted: str) -> None:
     assert refused.code == 2 and refused.error_line.startswith("bide: error: call 'c1'")
     assert child("cancel", "--db", halted, "r").code == 0
     assert child("cancel", "--db", halted, "ghost").code == 2
+
+
+def test_a_call_halted_in_a_cancelled_run_can_still_be_resolved(cli: Cli, halted: str) -> None:
+    cli("cancel", "--db", halted, "r")
+    assert cli("resume", "--db", halted, "r").code == 5
+    done = cli("resolve", "--db", halted, "r", "c1", "--not-executed", "--evidence", "no charge")
+    assert done.code == 0, done.err
+    assert cli("show", "--db", halted, "r", "--json").json()["status"] == "cancelled"
