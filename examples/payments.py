@@ -33,7 +33,7 @@ from runtime.testing import ScriptedModel
 from runtime.tools import idempotency_key_for
 
 # What the model "decides", turn by turn. A real model would read the input and choose.
-SCRIPT = [
+SCRIPT: list[dict[str, Any]] = [
     {"tool_calls": [{"id": "c1", "name": "lookup_customer", "arguments": {"customer": "ann"}}]},
     {
         "tool_calls": [
