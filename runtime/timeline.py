@@ -273,6 +273,9 @@ def _tell(state: RunState, record: Record) -> tuple[str, tuple[str, ...]]:
         return "end", (str(status),)
     if kind == R.INTERRUPT:
         return "question", (f"{_who_call(state, p)} asks {clip(p.get('prompt'))} ({p.get('key')})",)
+    told = _tell_person(state, kind, p)
+    if told is not None:
+        return told
     rest = {k: v for k, v in p.items() if k != "call_id"}
     subject = f"{_who_call(state, p)} " if "call_id" in p else ""
     return kind, (f"{subject}{clip(rest)}",)
@@ -316,6 +319,29 @@ def _tell_result(state: RunState, p: Mapping[str, Any]) -> tuple[str, tuple[str,
     if evidence:
         detail += f"; evidence: {clip(evidence)}"
     return "resolved", (head, detail)
+
+
+def _tell_person(
+    state: RunState, kind: str, p: Mapping[str, Any]
+) -> tuple[str, tuple[str, ...]] | None:
+    """An approval decision, the gate's tally, or an answer; ``None`` if shaped otherwise."""
+    who = _who_call(state, p)
+    if kind == R.DECISION and isinstance(d := p.get("decision"), Mapping):
+        said = "approved" if d.get("approve") else "denied"
+        signed = " (signed)" if d.get("signature") else ""
+        return "decision", (f"{who} {said} by {d.get('approver')}{signed}",)
+    if kind == R.TALLY and isinstance(t := p.get("tally"), Mapping):
+        approvals, denials = t.get("approvals") or [], t.get("denials") or []
+        line = f"{who} gate {t.get('outcome')}: {len(approvals)} of {t.get('need')} approvals"
+        if approvals:
+            line += f" ({', '.join(map(str, approvals))})"
+        if denials:
+            line += f", denied by {', '.join(map(str, denials))}"
+        return "gate", (line,)
+    if kind == R.ANSWER and "value" in p:
+        by = f" by {p['by']}" if p.get("by") else ""
+        return "answer", (f"{who} {p.get('key')} = {clip(p.get('value'))}{by}",)
+    return None
 
 
 def _outcome(p: Mapping[str, Any]) -> str:

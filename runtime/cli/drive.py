@@ -127,7 +127,7 @@ def _report(inv: Invocation, result: RunResult) -> None:
         what = f"approval of {wait.call_id} {wait.tool}"
         if wait.kind == "input":
             what = f"an answer for {wait.call_id} {wait.tool}: {clip(wait.prompt)}"
-        log.warning("run_waiting", what=what)
+        log.warning("waiting_for", what=what)
     if result.status is RunStatus.FAILED:
         log.error("run_failed", error=result.error)
     elif result.status is RunStatus.CANCELLED:

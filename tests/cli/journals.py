@@ -38,3 +38,33 @@ async def waiting_run(journal: Journal, run_id: str, *, on: str = "approval") ->
             {"call_id": "c1", "key": "amount", "prompt": "How much, in cents?"},
         )
     await store.update_index(run_id, status="waiting")
+
+
+async def decided_run(journal: Journal, run_id: str) -> None:
+    """A waiting run whose gate was approved by alice and whose question bob answered, with the
+    payloads the approval gate and ``Journal.answer`` write."""
+    await waiting_run(journal, run_id, on="approval")
+    store = journal.store
+    decision = {"approver": "alice", "approve": True, "signature": None}
+    await store.append(
+        run_id,
+        "decision/c1/0a1b",
+        R.DECISION,
+        {"call_id": "c1", "decision": decision, "policy": "d1"},
+    )
+    tally = {"outcome": "approved", "need": 1, "approvals": ["alice"], "denials": [], "ignored": 0}
+    await store.append(
+        run_id, "tally/c1/d1", R.TALLY, {"call_id": "c1", "policy": "d1", "tally": tally}
+    )
+    await store.append(
+        run_id,
+        R.interrupt_key("c1", "memo"),
+        R.INTERRUPT,
+        {"call_id": "c1", "key": "memo", "prompt": "Memo line?", "schema": {"type": "string"}},
+    )
+    await store.append(
+        run_id,
+        R.answer_key("c1", "memo"),
+        R.ANSWER,
+        {"call_id": "c1", "key": "memo", "value": "May invoice", "by": "bob"},
+    )

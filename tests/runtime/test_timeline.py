@@ -8,7 +8,7 @@ from typing import Any
 from runtime import Agent, Journal, Resolution, ToolOutcomeUnknown, tool
 from runtime.testing import ScriptedModel
 from runtime.timeline import clip, render, timeline
-from tests.cli.journals import waiting_run
+from tests.cli.journals import decided_run, waiting_run
 from tests.helpers import Ledger, call, make_tools
 
 SCRIPT = [
@@ -131,3 +131,12 @@ def test_clip_escapes_terminal_control_characters_and_bounds_the_length() -> Non
     assert "\x1b" not in shown and "\x9b" not in shown
     assert "\\u001b" in shown and "\\x9b" in shown
     assert len(shown) == 60 and shown.endswith("...")
+
+
+async def test_decisions_the_gate_and_answers_are_told_with_who(journal: Journal) -> None:
+    await decided_run(journal, "r")
+    told = {e.label: e.lines[0] for e in timeline(await journal.require("r")).events}
+    assert told["decision"] == "c1 charge approved by alice"
+    assert told["gate"] == "c1 charge gate approved: 1 of 1 approvals (alice)"
+    assert told["question"] == 'c1 charge asks "Memo line?" (memo)'
+    assert told["answer"] == 'c1 charge memo = "May invoice" by bob'
