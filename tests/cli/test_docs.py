@@ -12,6 +12,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.cli.invoke import child
 from tests.conftest import ROOT, child_env
 
 DOC = ROOT / "docs" / "cli.md"
@@ -70,3 +71,11 @@ def test_the_matcher_refuses_output_the_doc_does_not_show() -> None:
     assert shows(["run r: ...", "b"], ["run r: halted", "a", "b"])
     assert not shows(["b", "run r: ..."], ["run r: halted", "a", "b"])
     assert not shows(["run r: halted"], ["run r: completed"])
+
+
+def test_the_agent_module_in_docs_cli_md_drives_a_run_by_each_name(tmp_path: Path) -> None:
+    (module,) = re.findall(r"```python\n(# myagents\.py.*?)```", DOC.read_text("utf-8"), re.DOTALL)
+    (tmp_path / "myagents.py").write_text(module, encoding="utf-8")
+    for name in ("agent", "build", "connected"):
+        done = child("run", "--agent", f"myagents:{name}", "--run-id", name, "hi", cwd=tmp_path)
+        assert (done.code, done.out) == (0, "hello\n"), done.err
