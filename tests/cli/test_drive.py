@@ -256,7 +256,9 @@ def test_a_waiting_result_exits_3_and_says_what_it_waits_for() -> None:
     with configured(level=logging.INFO, fmt="json", stream=err):
         drive._report(invocation, result)
     assert exit_code(result.status) == 3
-    messages = [json.loads(line)["message"] for line in err.getvalue().splitlines()]
+    lines = [json.loads(line) for line in err.getvalue().splitlines()]
+    assert [line["event"] for line in lines] == ["waiting_for", "waiting_for"]
+    messages = [line["message"] for line in lines]
     assert messages == [
         "waiting for approval of c1 charge",
         'waiting for an answer for c2 ask: "How much?"',
