@@ -204,3 +204,8 @@ class RunState:
 
     def halted_calls(self) -> list[CallState]:
         return [c for c in self.pending_calls() if c.unknown_outcome]
+
+    def waiting_calls(self) -> list[CallState]:
+        """Pending calls that wait for a person (an approval or an answer), by the same rule
+        ``status()`` uses."""
+        return [c for c in self.pending_calls() if not c.unknown_outcome and self._waits(c)]

@@ -1,0 +1,1 @@
+"""Example agents, written to be copied. `python -m runtime demo` runs `payments`."""

@@ -1,0 +1,168 @@
+"""``main``: the parser built from the command table, logging, and errors turned into exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+import traceback
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, NoReturn
+
+from runtime.cli import demo, drive, maintenance, verbs, view
+from runtime.cli.base import EXIT_ERROR, EXIT_USAGE, Command, Failure, Invocation
+from runtime.cli.logs import configured
+from runtime.errors import BideError, ConfigError, SchemaError
+
+__all__ = ["COMMANDS", "main"]
+
+COMMANDS: tuple[Command, ...] = (
+    *drive.COMMANDS,
+    *view.COMMANDS,
+    *verbs.COMMANDS,
+    *maintenance.COMMANDS,
+    *demo.COMMANDS,
+)
+"""Every subcommand, in the order ``--help`` lists them. A new command is one more entry."""
+
+DESCRIPTION = """\
+bide runs AI agents durably: every model turn and tool call is journaled in SQLite, so a run
+killed at any moment resumes where it stopped, and a side effect whose outcome is unknown halts
+the run instead of firing twice.
+
+exit codes: 0 completed, 1 failed or error, 2 usage or configuration error, 3 waiting,
+4 halted, 5 cancelled. The journal is --db, else $BIDE_DB, else ./bide.db.
+"""
+
+EXAMPLE = """\
+example:
+  {prog} demo
+  {prog} run --agent myagents.support:agent --run-id ticket-42 "Refund order 1234"
+  {prog} list --status halted
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors read like every other error of the CLI."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"bide: error: {message}\n")
+
+
+def _common() -> _Parser:
+    # Accepted before or after the command. SUPPRESS keeps a subcommand's unset option from
+    # overwriting a value given before the command.
+    common = _Parser(add_help=False)
+    options = common.add_argument_group("common options")
+    options.add_argument(
+        "--db",
+        metavar="URL_OR_PATH",
+        default=argparse.SUPPRESS,
+        help="the journal: a file path or sqlite+aiosqlite:///path (default $BIDE_DB, ./bide.db)",
+    )
+    options.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="debug logs, and a traceback with any error",
+    )
+    options.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="no progress lines, only warnings and errors",
+    )
+    options.add_argument(
+        "--log-format",
+        choices=("auto", "console", "json"),
+        default=argparse.SUPPRESS,
+        help="progress lines on stderr: console or JSON lines (auto: console on a terminal)",
+    )
+    return common
+
+
+def build_parser(prog: str) -> argparse.ArgumentParser:
+    common = _common()
+    parser = _Parser(
+        prog=prog,
+        description=DESCRIPTION,
+        epilog=EXAMPLE.format(prog=prog),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[common],
+    )
+    commands = parser.add_subparsers(
+        dest="command", metavar="COMMAND", title="commands", required=True
+    )
+    for command in COMMANDS:
+        sub = commands.add_parser(
+            command.name,
+            help=command.summary,
+            description=command.description,
+            epilog="example:\n" + command.example.format(prog=prog),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+            parents=[common],
+        )
+        command.arguments(sub)
+        sub.set_defaults(handler=command.handler)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, *, prog: str = "bide") -> int:
+    """Run the CLI with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
+    parser = build_parser(prog)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, or a usage error already printed
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    verbose = getattr(args, "verbose", False)
+    level = logging.INFO
+    if verbose:
+        level = logging.DEBUG
+    elif getattr(args, "quiet", False):
+        level = logging.WARNING
+    with configured(level=level, fmt=getattr(args, "log_format", "auto")):
+        invocation = Invocation(args, prog=prog, environ=os.environ, stdout=sys.stdout)
+        handler: Callable[[Invocation], Coroutine[Any, Any, int]] = args.handler
+        try:
+            return asyncio.run(handler(invocation))
+        except KeyboardInterrupt:
+            print("bide: interrupted", file=sys.stderr)
+            return 130
+        except Exception as exc:
+            return _report(invocation, exc, verbose=verbose)
+
+
+def _report(invocation: Invocation, exc: Exception, *, verbose: bool) -> int:
+    if isinstance(exc, Failure):
+        message, code = exc.message, exc.code
+    elif isinstance(exc, ConfigError | SchemaError):
+        message, code = str(exc), EXIT_USAGE
+    elif isinstance(exc, BideError):
+        message, code = f"{type(exc).__name__}: {exc}", EXIT_ERROR
+    else:
+        message = f"unexpected {type(exc).__name__}: {exc}"
+        if not verbose:
+            message += " (run again with -v for the traceback)"
+        code = EXIT_ERROR
+    if verbose:
+        traceback.print_exception(exc, file=sys.stderr)
+    if getattr(invocation.args, "json", False):
+        invocation.out_json(
+            {"error": {"type": _kind(exc, code), "message": message, "exit_code": code}}
+        )
+    print(f"bide: error: {' '.join(message.split())}", file=sys.stderr)
+    return code
+
+
+def _kind(exc: Exception, code: int) -> str:
+    """The error's type for ``--json``: what bide raised, not the CLI's wrapper around it."""
+    if isinstance(exc, Failure):
+        if isinstance(exc.__cause__, Exception):
+            return type(exc.__cause__).__name__
+        return "ConfigError" if code == EXIT_USAGE else "BideError"
+    return type(exc).__name__

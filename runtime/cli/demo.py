@@ -1,0 +1,214 @@
+"""``demo``: a crash right after a charge, a resume that halts instead of charging again, a
+reconciler that resolves the halt from the ledger, and a run that completes with one charge.
+
+It drives ``examples/payments.py`` through the real CLI in child processes, so what it prints is
+what an operator would type and see. No network, no API key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import os
+import shlex
+import signal
+import sys
+import tempfile
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+import runtime
+from runtime.cli.base import EXIT_HALTED, EXIT_USAGE, Command, Failure, Invocation
+from runtime.journal import Journal
+from runtime.journal.migrate import sqlite_path
+from runtime.timeline import render, timeline
+
+__all__ = ["COMMANDS"]
+
+SPEC = "examples.payments:make_agent"
+INPUT = "Charge ann 12.00 for the May invoice"
+CRASH = "tool.after_call@3"  # lookup_customer, save_note, then charge_card: killed after it
+CHILD_TIMEOUT_S = 120
+
+
+@dataclass(frozen=True, slots=True)
+class _Child:
+    code: int
+    stdout: str
+    stderr: str
+
+
+class _Demo:
+    def __init__(self, inv: Invocation, checkout: Path, db: Path, ledger: Path):
+        self.inv = inv
+        self.checkout = checkout
+        self.db = db
+        self.ledger_path = ledger
+        self.run_id = f"demo-{uuid.uuid4().hex[:6]}"
+        self.payments = _import_payments(checkout)
+        self.ledger = self.payments.PaymentsLedger(str(ledger))
+
+    def say(self, text: str = "") -> None:
+        self.inv.out(text)
+
+    async def cli(self, *words: str, crash: str | None = None) -> _Child:
+        """Run ``python -m runtime WORDS --db DB`` as the operator would; show it and its lines."""
+        args = [words[0], "--db", str(self.db), *words[1:]]
+        shown = " ".join([self.inv.prog, *(shlex.quote(w) for w in args)])
+        self.say(f"   $ {f'BIDE_CRASH={crash} ' if crash else ''}{shown}")
+        env = dict(os.environ)
+        env.pop("BIDE_CRASH", None)
+        if crash:
+            env["BIDE_CRASH"] = crash
+        env["PAYMENTS_LEDGER"] = str(self.ledger_path)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(self.checkout), env.get("PYTHONPATH")) if p
+        )
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "runtime",
+            "--log-format",
+            "console",
+            *args,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            out, err = await asyncio.wait_for(process.communicate(), CHILD_TIMEOUT_S)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+            raise Failure(f"demo: `{shown}` took longer than {CHILD_TIMEOUT_S}s") from None
+        child = _Child(process.returncode or 0, out.decode(), err.decode())
+        for line in child.stderr.splitlines():
+            self.say(f"     | {line}")
+        return child
+
+    def charges(self) -> int:
+        return len(self.ledger.charges())
+
+    def expect(self, what: bool, problem: str, child: _Child | None = None) -> None:
+        if not what:
+            if child is not None and child.stderr:
+                print(child.stderr, file=sys.stderr)
+            raise Failure(f"demo: {problem}")
+
+    async def go(self) -> int:
+        say = self.say
+        say("bide demo: an agent charges a card, and its process is killed right after the charge.")
+        say()
+        say(f"  journal  {self.db}")
+        say(f"  ledger   {self.ledger_path}  (the payments provider of examples/payments.py)")
+        say()
+        say("1. Run the payments agent. BIDE_CRASH arms a crash point: the process SIGKILLs")
+        say("   itself right after the charge returns, before its result reaches the journal.")
+        say()
+        child = await self.cli("run", "--agent", SPEC, "--run-id", self.run_id, INPUT, crash=CRASH)
+        self.expect(
+            child.code == -signal.SIGKILL, f"the run was not killed (exit {child.code})", child
+        )
+        self.expect(self.charges() == 1, f"{self.charges()} charges after the crash, not 1")
+        say("   -> killed by SIGKILL. The ledger holds 1 charge; the journal holds the charge's")
+        say("      attempt marker and no result: bide cannot know whether the card was charged.")
+        say()
+        say("2. Resume it. A side effect whose outcome is unknown is never called again")
+        say("   automatically: the run halts (exit 4).")
+        say()
+        child = await self.cli("resume", self.run_id)
+        self.expect(child.code == EXIT_HALTED, f"resume exited {child.code}, not 4", child)
+        self.expect(self.charges() == 1, f"{self.charges()} charges after resume, not 1")
+        say(f"   -> exit {child.code}, halted. The ledger still holds 1 charge.")
+        say()
+        say("3. Reconcile. The reconciler in examples/payments.py looks the charge up in the")
+        say("   ledger by the call's idempotency key (the charge stored it) and resolves the halt")
+        say("   (by hand: `resolve RUN_ID CALL_ID --succeeded JSON --evidence TEXT`).")
+        say()
+        async with Journal(self.db, migrate=False) as journal:
+            decided = await self.payments.reconcile(journal, self.run_id, self.ledger)
+        self.expect(bool(decided), "the reconciler found no halted charge")
+        for line in decided:
+            say(f"   -> {line}")
+        say()
+        say("4. Resume again: the model sees the reconciled result and finishes.")
+        say()
+        child = await self.cli("resume", self.run_id)
+        self.expect(child.code == 0, f"the last resume exited {child.code}, not 0", child)
+        say(f"   -> exit 0: {child.stdout.strip()}")
+        say()
+        say(f"5. The run's timeline ({self.inv.prog} show --db ... {self.run_id}):")
+        say()
+        async with Journal(self.db, migrate=False) as journal:
+            state = await journal.require(self.run_id)
+        for line in render(timeline(state)):
+            say(f"   {line}".rstrip())
+        say()
+        charges = self.ledger.charges()
+        say(f"The ledger: {len(charges)} charge{'s' if len(charges) != 1 else ''}.")
+        for c in charges:
+            say(
+                f"   ch_{c['charge_id']}  {c['customer']}  {c['amount_cents']} cents  "
+                f"key {c['idempotency_key']}"
+            )
+        self.expect(len(charges) == 1, f"the ledger holds {len(charges)} charges, not 1")
+        say()
+        say("Charged exactly once, across a crash, a resume and a reconciliation.")
+        return 0
+
+
+def _checkout() -> Path:
+    root = Path(runtime.__file__).resolve().parent.parent
+    if not (root / "examples" / "payments.py").is_file():
+        raise Failure(
+            "the demo runs examples/payments.py from a bide source checkout, and there is none "
+            f"beside {Path(runtime.__file__).parent} (install bide with `pip install -e .` "
+            "from a clone)",
+            EXIT_USAGE,
+        )
+    return root
+
+
+def _import_payments(checkout: Path) -> ModuleType:
+    if str(checkout) not in sys.path:
+        sys.path.insert(0, str(checkout))
+    return importlib.import_module(SPEC.partition(":")[0])
+
+
+def _demo_arguments(parser: argparse.ArgumentParser) -> None:
+    del parser  # --db (keep the journal there) is a common option
+
+
+async def _demo(inv: Invocation) -> int:
+    checkout = _checkout()
+    given = getattr(inv.args, "db", None)  # never $BIDE_DB: the demo must not touch real runs
+    if given:
+        db = Path(sqlite_path(given))
+        ledger = db.with_name(f"{db.stem}-payments-ledger.db")
+        for path in (db, ledger):
+            if path.exists():
+                raise Failure(f"demo: {path} exists; the demo starts afresh", EXIT_USAGE)
+        return await _Demo(inv, checkout, db, ledger).go()
+    with tempfile.TemporaryDirectory(prefix="bide-demo-") as tmp:
+        here = Path(tmp)
+        return await _Demo(inv, checkout, here / "bide.db", here / "payments-ledger.db").go()
+
+
+COMMANDS = (
+    Command(
+        name="demo",
+        summary="watch a crash after a charge end in exactly one charge (no network, no key)",
+        description=(
+            "Run examples/payments.py in a fresh journal (a temporary directory; --db keeps it):\n"
+            "the agent's process is killed right after it charges a card, `resume` halts instead\n"
+            "of charging again, a reconciler resolves the halt from the ledger, and a last\n"
+            "`resume` completes the run. Prints each step and the run's timeline."
+        ),
+        example="  {prog} demo\n  {prog} demo --db ./demo.db   # keep the journal and ledger",
+        arguments=_demo_arguments,
+        handler=_demo,
+    ),
+)

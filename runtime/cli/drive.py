@@ -1,0 +1,167 @@
+"""``run`` and ``resume``: drive a run with its agent, progress on stderr, the answer on stdout."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import uuid
+from collections.abc import Awaitable
+
+import structlog
+
+from runtime.cli.base import EXIT_USAGE, Command, Failure, Invocation, exit_code
+from runtime.cli.specs import open_agent
+from runtime.errors import BudgetError, ConfigError, ModelError
+from runtime.journal import Journal
+from runtime.journal.migrate import sqlite_path
+from runtime.result import RunResult, RunStatus
+from runtime.timeline import clip
+
+__all__ = ["COMMANDS"]
+
+
+def _run_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--agent",
+        metavar="MODULE:ATTR",
+        help="the agent: an Agent, a function returning one, or an async context manager "
+        "yielding one (the current directory is importable). Journaled with the run.",
+    )
+    parser.add_argument(
+        "--run-id", metavar="ID", help="the run's id (default: a new one, printed on stderr)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    parser.add_argument("input", metavar="INPUT", help="the run's input text ('-' reads stdin)")
+
+
+def _resume_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_id", metavar="RUN_ID")
+    parser.add_argument(
+        "--agent",
+        metavar="MODULE:ATTR",
+        help="drive it with this agent instead of the one journaled when the run started",
+    )
+    parser.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+
+
+async def _run(inv: Invocation) -> int:
+    args = inv.args
+    run_id = args.run_id or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    text = sys.stdin.read().rstrip("\n") if args.input == "-" else args.input
+    spec = args.agent or await _spec_of_existing_run(inv, run_id)
+    # The agent first: a spec that does not import leaves no new journal file behind.
+    async with open_agent(spec) as agent, inv.journal(create=True) as journal:
+        inv.log.info("run_started", run_id=run_id, agent=spec)
+        return await _drive(inv, run_id, spec, agent.run(run_id, text, journal=journal, spec=spec))
+
+
+async def _spec_of_existing_run(inv: Invocation, run_id: str) -> str:
+    spec = None
+    if os.path.exists(sqlite_path(inv.db)):
+        async with inv.journal() as journal:
+            spec = await _journaled_spec(journal, run_id)
+    if spec is None:
+        raise Failure("run needs --agent MODULE:ATTR (the agent to drive)", EXIT_USAGE)
+    return spec
+
+
+async def _resume(inv: Invocation) -> int:
+    run_id = inv.args.run_id
+    async with inv.journal() as journal:
+        await journal.require(run_id)
+        spec = inv.args.agent or await _journaled_spec(journal, run_id)
+        if spec is None:
+            raise ConfigError(
+                f"run {run_id!r} was started without an agent spec; name its agent with "
+                "--agent MODULE:ATTR",
+                run_id=run_id,
+            )
+        async with open_agent(spec) as agent:
+            return await _drive(inv, run_id, spec, agent.resume(run_id, journal=journal))
+
+
+async def _journaled_spec(journal: Journal, run_id: str) -> str | None:
+    state = await journal.state(run_id)
+    spec = (state.start or {}).get("spec") if state is not None else None
+    return spec if isinstance(spec, str) and spec else None
+
+
+async def _drive(inv: Invocation, run_id: str, spec: str, drive: Awaitable[RunResult]) -> int:
+    with structlog.contextvars.bound_contextvars(run_id=run_id):
+        try:
+            result = await drive
+        except BudgetError as exc:
+            raise Failure(
+                f"{exc}. Nothing is lost: raise max_turns in {spec}, then "
+                f"`{inv.command('resume', run_id)}`"
+            ) from exc
+        except ModelError as exc:
+            if not exc.retryable:
+                raise
+            raise Failure(
+                f"the model is unavailable after retries ({exc}). Nothing is lost: continue "
+                f"later with `{inv.command('resume', run_id)}`"
+            ) from exc
+        _report(inv, result)
+    return exit_code(result.status)
+
+
+def _report(inv: Invocation, result: RunResult) -> None:
+    """The answer on stdout; what the run stopped on, and what to do next, on stderr."""
+    log, run_id = inv.log, result.run_id
+    if inv.args.json:
+        inv.out_json(result.to_json())
+    elif result.status is RunStatus.COMPLETED and result.output is not None:
+        inv.out(result.output)
+    for halt in result.halts:
+        log.warning(
+            "run_halted",
+            call_id=halt.call_id,
+            tool=halt.tool,
+            next=f"`{inv.command('resolve', run_id, halt.call_id)} --succeeded JSON | --failed "
+            f"TEXT | --not-executed`, then `{inv.command('resume', run_id)}`",
+        )
+    for wait in result.waiting:
+        what = f"approval of {wait.call_id} {wait.tool}"
+        if wait.kind == "input":
+            what = f"an answer for {wait.call_id} {wait.tool}: {clip(wait.prompt)}"
+        log.warning("waiting_for", what=what)
+    if result.status is RunStatus.FAILED:
+        log.error("run_failed", error=result.error)
+    elif result.status is RunStatus.CANCELLED:
+        log.warning("run_cancelled")
+
+
+COMMANDS = (
+    Command(
+        name="run",
+        summary="start a run (or drive an existing one) with an agent",
+        description=(
+            "Start the run with INPUT and drive it until it completes, fails, waits or halts.\n"
+            "The agent spec is journaled, so `resume` needs no --agent. An existing run id is\n"
+            "driven on from its journal (its input must be the same). Progress goes to stderr,\n"
+            "the final answer to stdout. Exit: 0 completed, 1 failed, 3 waiting, 4 halted,\n"
+            "5 cancelled."
+        ),
+        example=(
+            '  {prog} run --agent examples.payments:make_agent --run-id inv-7 "Charge ann 12.00"\n'
+            "  echo 'Summarise the incident' | {prog} run --agent myagents:triage --json -"
+        ),
+        arguments=_run_arguments,
+        handler=_run,
+    ),
+    Command(
+        name="resume",
+        summary="drive an existing run on from its journal (after a crash, a resolve, ...)",
+        description=(
+            "Drive RUN_ID again: recorded turns and results are replayed, never redone; a side\n"
+            "effect attempted without a recorded result halts the run (exit 4) until `resolve`\n"
+            "says what happened. Uses the agent journaled at start unless --agent is given."
+        ),
+        example="  {prog} resume inv-7\n  {prog} resume inv-7 --json --db /var/lib/bide/bide.db",
+        arguments=_resume_arguments,
+        handler=_resume,
+    ),
+)

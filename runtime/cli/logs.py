@@ -1,0 +1,121 @@
+"""Logging for the CLI: structlog to stderr, console lines on a terminal and JSON lines otherwise.
+
+The runtime's events (``turn_recorded``, ``tool_started`` ...) are the progress lines. Each known
+event gets a short sentence: on the console it replaces the event name; in JSON it is added as
+``message`` beside the event's fields, so both read well.
+"""
+
+from __future__ import annotations
+
+import string
+import sys
+from collections.abc import Iterator, MutableMapping
+from contextlib import contextmanager, suppress
+from typing import Any, TextIO
+
+import structlog
+
+from runtime.timeline import printable
+
+__all__ = ["configured"]
+
+# What each event says; fields named here are consumed on the console (they are in the sentence).
+SENTENCES: dict[str, str] = {
+    "run_started": "run {run_id} started ({agent})",
+    "run_resumed": "resumed: {turns} turns and {records} records already in the journal",
+    "turn_recorded": "turn {n}: {what}",
+    "tool_started": "{tool} started [{safety}] call {call_id}",
+    "tool_finished": "{tool} finished: {outcome} call {call_id}",
+    "tool_halted": "{tool} HALTED call {call_id}: {cause}",
+    "tool_retry": "call {call_id} retries (attempt {attempt} failed), in {delay_s}s",
+    "model_retry": "the model failed (attempt {attempt}), retrying in {delay_s}s: {error}",
+    "model_failed": "the model failed: {error}",
+    "late_result_after_resolution": "call {call_id} returned after it was resolved",
+    "drive_finished": "{status}: {turns} turn(s) in all, {executed} tool run(s) now, {ms} ms",
+    "drive_stopped": "stopped: {error}",
+    "run_waiting": "{tool} call {call_id} waits for {kind}",
+    "approval_decided": "the gate on call {call_id} is {outcome}",
+    "decision_recorded": "{approver}'s decision on call {call_id} recorded: {outcome}",
+    "waiting_for": "waiting for {what}",
+    "run_halted": "halted on {call_id} {tool}: find out whether it acted, then {next}",
+    "run_failed": "failed: {error}",
+    "run_cancelled": "cancelled",
+    "call_resolved": "call {call_id} resolved: {outcome}",
+    "run_cancel_requested": "cancel requested",
+}
+
+
+def _sentence(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> Any:
+    name = event.get("event")
+    template = SENTENCES.get(str(name))
+    if template is None:
+        return event
+    fields = dict(event)
+    if name == "turn_recorded":
+        calls = event.get("tool_calls", 0)
+        fields.setdefault("what", "final answer" if not calls else f"{calls} tool call(s)")
+    with suppress(KeyError, ValueError, IndexError):  # a field missing: keep the bare event
+        event["message"] = template.format_map(fields)
+    return event
+
+
+def _console_event(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> Any:
+    message = event.pop("message", None)
+    if message is not None:
+        template = SENTENCES[str(event["event"])]
+        # The console serves one operator watching one run: the sentence says it all, except
+        # a write that lost to another driver (won=False), which is worth seeing.
+        for field in ("tool_calls", "run_id", *_fields(template)):
+            event.pop(field, None)
+        if event.get("won") is True:
+            del event["won"]
+        event["event"] = message
+    # Tool names, call ids and errors come from the model and tools: never raw to a terminal.
+    for key, value in event.items():
+        if isinstance(value, str):
+            event[key] = printable(value)
+    return event
+
+
+def _fields(template: str) -> list[str]:
+    return [f for _, f, _, _ in string.Formatter().parse(template) if f]
+
+
+@contextmanager
+def configured(*, level: int, fmt: str, stream: TextIO | None = None) -> Iterator[None]:
+    """Configure structlog for one CLI invocation and restore what was there after it.
+
+    ``fmt`` is ``console``, ``json`` or ``auto`` (console when ``stream`` is a terminal).
+    """
+    stream = stream if stream is not None else sys.stderr
+    tty = stream.isatty()
+    console = fmt == "console" or (fmt == "auto" and tty)
+    shared: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        _sentence,
+    ]
+    renderer: list[Any]
+    if console:
+        renderer = [
+            structlog.processors.TimeStamper(fmt="%H:%M:%S", utc=False),
+            _console_event,
+            structlog.dev.ConsoleRenderer(colors=tty, pad_event_to=0, pad_level=False),
+        ]
+    else:
+        renderer = [
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            structlog.processors.JSONRenderer(),
+        ]
+    previous = structlog.get_config()
+    structlog.configure(
+        processors=[*shared, *renderer],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(stream),
+        cache_logger_on_first_use=False,
+    )
+    try:
+        yield
+    finally:
+        structlog.configure(**previous)

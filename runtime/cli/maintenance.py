@@ -1,0 +1,43 @@
+"""``migrate``: bring the journal's schema to this bide's revision, or check that it is there."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+from runtime.cli.base import Command, Invocation
+from runtime.journal import schema
+from runtime.journal.migrate import ensure_schema, sqlite_path
+
+__all__ = ["COMMANDS"]
+
+
+def _migrate_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="change nothing; exit 2 unless the schema is this bide's revision",
+    )
+
+
+async def _migrate(inv: Invocation) -> int:
+    path = sqlite_path(inv.db)
+    await asyncio.to_thread(ensure_schema, path, migrate=not inv.args.check)
+    inv.out(f"journal {path} is at schema revision {schema.HEAD_REVISION}")
+    return 0
+
+
+COMMANDS = (
+    Command(
+        name="migrate",
+        summary="create or upgrade the journal's schema (--check only verifies it)",
+        description=(
+            "Create the journal, or upgrade its schema to the revision this bide needs. Safe to\n"
+            "run while other processes use the file, and again (it does nothing when current).\n"
+            "A journal written by a newer bide is refused. With --check, nothing is changed."
+        ),
+        example="  {prog} migrate --db /var/lib/bide/bide.db\n  {prog} migrate --check",
+        arguments=_migrate_arguments,
+        handler=_migrate,
+    ),
+)

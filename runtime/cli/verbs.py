@@ -1,0 +1,142 @@
+"""``resolve`` and ``cancel``: the operator's verbs, journaled with who said so."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+from typing import Any
+
+from runtime.cli.base import EXIT_USAGE, Command, Failure, Invocation
+from runtime.journal import Resolution
+from runtime.timeline import halted_on, printable
+
+__all__ = ["COMMANDS"]
+
+
+def _operator(inv: Invocation) -> str | None:
+    """Who is acting: ``--by``, else the login name."""
+    if inv.args.by:
+        return str(inv.args.by)
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):
+        return None
+
+
+def _resolve_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_id", metavar="RUN_ID")
+    parser.add_argument("call_id", metavar="CALL_ID")
+    outcome = parser.add_mutually_exclusive_group(required=True)
+    outcome.add_argument(
+        "--succeeded",
+        metavar="JSON",
+        help="it acted; JSON is the result the model will see",
+    )
+    outcome.add_argument("--failed", metavar="TEXT", help="it did not succeed; the model sees TEXT")
+    outcome.add_argument(
+        "--not-executed",
+        action="store_true",
+        help="it never acted; the next resume attempts the call again",
+    )
+    parser.add_argument("--by", metavar="NAME", help="who resolves it (default: your login name)")
+    parser.add_argument("--evidence", metavar="TEXT", help="how you know (journaled with it)")
+
+
+async def _resolve(inv: Invocation) -> int:
+    args = inv.args
+    resolution = _resolution(args)
+    async with inv.journal() as journal:
+        recorded = await journal.resolve(
+            args.run_id, args.call_id, resolution, by=_operator(inv), evidence=args.evidence
+        )
+    said = {"value": "succeeded", "error": "failed", "not_executed": "not executed"}
+    outcome = said[resolution.outcome]
+    if recorded:
+        inv.out(f"resolved call {args.call_id} of run {args.run_id}: {outcome}")
+    else:
+        inv.out(f"call {args.call_id} of run {args.run_id} was already resolved {outcome}")
+    inv.out(f"continue the run: {inv.command('resume', args.run_id)}")
+    return 0
+
+
+def _resolution(args: argparse.Namespace) -> Resolution:
+    if args.not_executed:
+        return Resolution.not_executed()
+    if args.failed is not None:
+        if not args.failed.strip():
+            raise Failure("--failed needs a text saying what went wrong", EXIT_USAGE)
+        return Resolution.failed(args.failed)
+    try:
+        value: Any = json.loads(args.succeeded)
+    except ValueError:
+        raise Failure(
+            f"--succeeded takes the call's result as JSON (for a text, quote it: '\"done\"'), "
+            f"not {args.succeeded!r}",
+            EXIT_USAGE,
+        ) from None
+    return Resolution.succeeded(value)
+
+
+def _cancel_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_id", metavar="RUN_ID")
+    parser.add_argument("--reason", metavar="TEXT", help="why (journaled with the request)")
+    parser.add_argument("--by", metavar="NAME", help="who cancels it (default: your login name)")
+
+
+async def _cancel(inv: Invocation) -> int:
+    args = inv.args
+    async with inv.journal() as journal:
+        new = await journal.cancel(args.run_id, reason=args.reason, by=_operator(inv))
+        halted = halted_on(await journal.require(args.run_id))
+    if new:
+        inv.out(
+            f"cancel requested for run {args.run_id}: a driver starts no new turn or call; "
+            f"`{inv.command('resume', args.run_id)}` ends it as cancelled"
+        )
+    else:
+        inv.out(f"cancel was already requested for run {args.run_id}")
+    for stop in halted:  # cancelling ends the run; it does not say whether the call acted
+        resolve = inv.command("resolve", args.run_id, stop.call_id)
+        inv.out(
+            printable(
+                f"note: {stop.call_id} {stop.tool} was attempted and has no result, and stays "
+                f"unknown: record what happened with `{resolve} --succeeded JSON | --failed "
+                "TEXT | --not-executed`"
+            )
+        )
+    return 0
+
+
+COMMANDS = (
+    Command(
+        name="resolve",
+        summary="say what happened to a halted call (succeeded, failed, or not executed)",
+        description=(
+            "Resolve a halted call: its side effect was attempted and its result never reached\n"
+            "the journal. Find out what happened (the provider's records, the idempotency key),\n"
+            "then say so; the first resolution wins and is journaled with --by and --evidence.\n"
+            "The same resolution again changes nothing; a different one, or a call that is not\n"
+            "halted, is refused (exit 2). Then `resume` continues the run."
+        ),
+        example=(
+            '  {prog} resolve inv-7 c3 --succeeded \'{{"charge_id": "ch_1"}}\' '
+            "--evidence 'ledger row ch_1'\n"
+            "  {prog} resolve inv-7 c3 --not-executed --by alice --evidence 'no such charge'"
+        ),
+        arguments=_resolve_arguments,
+        handler=_resolve,
+    ),
+    Command(
+        name="cancel",
+        summary="ask a run to stop: no new model turn or call starts",
+        description=(
+            "Request that RUN_ID stop. A driving process finishes the calls in flight and ends\n"
+            "the run as cancelled; a run nobody drives is cancelled (exit 5) at its next resume.\n"
+            "A run that already ended is refused (exit 2)."
+        ),
+        example="  {prog} cancel inv-7 --reason 'customer withdrew the request'",
+        arguments=_cancel_arguments,
+        handler=_cancel,
+    ),
+)

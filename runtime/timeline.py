@@ -1,0 +1,392 @@
+"""A run's timeline, derived from its records alone: what happened, in commit order, in words.
+
+Pure (no I/O): ``python -m runtime show`` prints ``render(timeline(state))`` and ``--json`` prints
+``Timeline.to_json()``; ``list`` uses ``halted_on`` and ``waiting_on`` for what a run stopped on.
+"""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from runtime import records as R
+from runtime.journal.store import Record
+from runtime.messages import AssistantTurn, Usage
+from runtime.state import CallState, RunState
+
+__all__ = [
+    "Event",
+    "Stop",
+    "Timeline",
+    "clip",
+    "halted_on",
+    "printable",
+    "render",
+    "timeline",
+    "waiting_on",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One record of the run, told: a label, a headline and detail lines."""
+
+    seq: int
+    at_ms: int
+    kind: str
+    key: str
+    call_id: str | None
+    label: str
+    lines: tuple[str, ...]
+    payload: Any
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "at_ms": self.at_ms,
+            "kind": self.kind,
+            "key": self.key,
+            "call_id": self.call_id,
+            "summary": self.lines[0],
+            "payload": self.payload,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """A call the run is stopped on: ``halted`` (outcome unknown), ``approval`` or ``input``."""
+
+    kind: str
+    call_id: str
+    tool: str
+    arguments: Any
+    safety: str | None = None
+    attempt: int | None = None
+    attempted_at_ms: int | None = None
+    key: str | None = None
+    prompt: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "kind": self.kind,
+            "call_id": self.call_id,
+            "tool": self.tool,
+            "arguments": self.arguments,
+        }
+        for name in ("safety", "attempt", "attempted_at_ms", "key", "prompt"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        return out
+
+    def brief(self) -> str:
+        """``halted c3 charge_card``, ``approval c3 charge_card``, ``input c3 ask (key)``."""
+        text = f"{self.kind} {self.call_id} {self.tool}"
+        return f"{text} ({self.key})" if self.key is not None else text
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    """Everything ``show`` tells about a run."""
+
+    run_id: str
+    status: str
+    agent: str | None
+    spec: str | None
+    input: Any
+    started_ms: int | None
+    turns: int
+    usage: Usage
+    output: str | None
+    error: str | None
+    halted: tuple[Stop, ...]
+    waiting: tuple[Stop, ...]
+    events: tuple[Event, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "status": self.status,
+            "agent": self.agent,
+            "spec": self.spec,
+            "input": self.input,
+            "started_ms": self.started_ms,
+            "turns": self.turns,
+            "usage": self.usage.to_json(),
+            "output": self.output,
+            "error": self.error,
+            "halted": [s.to_json() for s in self.halted],
+            "waiting": [s.to_json() for s in self.waiting],
+            "events": [e.to_json() for e in self.events],
+        }
+
+
+def timeline(state: RunState) -> Timeline:
+    """Tell the run folded in ``state``, record by record."""
+    start = state.start or {}
+    end = state.end.payload if state.end is not None else {}
+    records = sorted(state.records, key=lambda r: r.seq)
+    return Timeline(
+        run_id=state.run_id,
+        status=state.status(),
+        agent=start.get("agent"),
+        spec=start.get("spec"),
+        input=start.get("input"),
+        started_ms=records[0].created_ms if records else None,
+        turns=len(state.turns),
+        usage=state.usage,
+        output=end.get("output"),
+        error=end.get("error"),
+        halted=halted_on(state),
+        waiting=waiting_on(state),
+        events=tuple(e for r in records if (e := _event(state, r)) is not None),
+    )
+
+
+def halted_on(state: RunState) -> tuple[Stop, ...]:
+    """The calls whose side effect was attempted and has no result: each may have acted."""
+    stops = []
+    for c in state.halted_calls():
+        marker = c.marker
+        stops.append(
+            Stop(
+                "halted",
+                c.call.id,
+                c.call.name,
+                c.call.arguments,
+                safety=marker.payload.get("safety") if marker is not None else None,
+                attempt=c.attempt,
+                attempted_at_ms=marker.created_ms if marker is not None else None,
+            )
+        )
+    return tuple(stops)
+
+
+def waiting_on(state: RunState) -> tuple[Stop, ...]:
+    """The calls waiting for a person: an unanswered question first, else an approval."""
+    stops = []
+    for c in state.waiting_calls():
+        questions = [k for k in c.interrupts if k not in c.answers]
+        for key in questions:
+            prompt = c.interrupts[key].payload.get("prompt")
+            stops.append(
+                Stop(
+                    "input",
+                    c.call.id,
+                    c.call.name,
+                    c.call.arguments,
+                    key=key,
+                    prompt=prompt if isinstance(prompt, str) else None,
+                )
+            )
+        if not questions:
+            stops.append(Stop("approval", c.call.id, c.call.name, c.call.arguments))
+    return tuple(stops)
+
+
+def render(tl: Timeline) -> list[str]:
+    """The timeline as text lines: a header, one block per record, then where the run stands."""
+    head = f"run {tl.run_id}: {tl.status}"
+    facts = [f"agent {tl.agent}" if tl.agent else "agent ?"]
+    if tl.spec:
+        facts.append(f"spec {tl.spec}")
+    facts.append(f"{tl.turns} turn{'s' if tl.turns != 1 else ''}")
+    if tl.usage.input_tokens or tl.usage.output_tokens:
+        facts.append(f"tokens {tl.usage.input_tokens} in / {tl.usage.output_tokens} out")
+    lines = [head, "  " + ", ".join(facts), ""]
+    origin = tl.started_ms or 0
+    for event in tl.events:
+        stamp = _offset(event.at_ms - origin)
+        lines.append(f"{stamp:>9}  {event.label:<9} {event.lines[0]}")
+        lines.extend(f"{'':>9}  {'':<9} {line}" for line in event.lines[1:])
+    now = _now(tl, origin)
+    if now:
+        lines.append("")
+        lines.extend(now)
+    # Run ids, tool names and call ids come from callers and the model: escape them all.
+    return [printable(line) for line in lines]
+
+
+def clip(value: Any, limit: int = 120) -> str:
+    """A value on one line, as JSON, at most ``limit`` characters, with control characters
+    escaped (a tool's result or a model's text must not drive the operator's terminal)."""
+    try:
+        text = printable(json.dumps(value, ensure_ascii=False))
+    except (TypeError, ValueError):
+        text = printable(repr(value))
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters escaped as ``\\xNN``: safe to print to a terminal."""
+    return "".join(f"\\x{ord(c):02x}" if unicodedata.category(c) == "Cc" else c for c in text)
+
+
+# --- one record, told -------------------------------------------------------------------------
+
+
+def _event(state: RunState, record: Record) -> Event | None:
+    kind, p = record.kind, record.payload
+    if kind == "header":
+        return None
+    call_id = p.get("call_id") if isinstance(p, Mapping) else None
+    if not isinstance(call_id, str):
+        call_id = None
+    label, lines = _tell(state, record)
+    return Event(record.seq, record.created_ms, kind, record.key, call_id, label, lines, p)
+
+
+def _tell(state: RunState, record: Record) -> tuple[str, tuple[str, ...]]:
+    kind, p = record.kind, record.payload
+    if not isinstance(p, Mapping):
+        return kind, (f"{record.key} {clip(p)}",)
+    if kind == R.START:
+        spec = f" (spec {p['spec']})" if p.get("spec") else ""
+        return "start", (f"input {clip(p.get('input'))}", f"agent {p.get('agent')}{spec}")
+    if kind == R.TURN:
+        return f"turn {p.get('n')}", _tell_turn(p)
+    if kind == R.ATTEMPT:
+        return "attempt", (
+            f"{_who(p)} [{p.get('safety')}] attempt {p.get('attempt')} marked: "
+            "the call is about to leave the process",
+        )
+    if kind == R.RESULT:
+        return _tell_result(state, p)
+    if kind == R.LATE:
+        return "late", (
+            f"{_who(p)} attempt {p.get('attempt')} returned after it was resolved "
+            f"not executed: {_outcome(p)}",
+        )
+    if kind == R.CANCEL:
+        by = f" by {p['by']}" if p.get("by") else ""
+        reason = f": {clip(p['reason'])}" if p.get("reason") else ""
+        return "cancel", (f"cancel requested{by}{reason}",)
+    if kind == R.END:
+        status = p.get("status")
+        if status == "completed":
+            return "end", (f"completed: {clip(p.get('output'))}",)
+        if status == "failed":
+            return "end", (f"failed: {clip(p.get('error'))}",)
+        return "end", (str(status),)
+    if kind == R.INTERRUPT:
+        return "question", (f"{_who_call(state, p)} asks {clip(p.get('prompt'))} ({p.get('key')})",)
+    told = _tell_person(state, kind, p)
+    if told is not None:
+        return told
+    rest = {k: v for k, v in p.items() if k != "call_id"}
+    subject = f"{_who_call(state, p)} " if "call_id" in p else ""
+    return kind, (f"{subject}{clip(rest)}",)
+
+
+def _tell_turn(p: Mapping[str, Any]) -> tuple[str, ...]:
+    turn = AssistantTurn.from_json(p.get("turn") or {})
+    plans = p.get("plan") or {}
+    if not turn.tool_calls:
+        return (f"answers {clip(turn.text)}",)
+    n = len(turn.tool_calls)
+    lines = [f"asks for {n} tool call{'s' if n != 1 else ''}"]
+    if turn.text:
+        lines.append(f"says {clip(turn.text)}")
+    for call in turn.tool_calls:
+        plan = plans.get(call.id) or {}
+        if plan.get("unknown"):
+            how = "unknown tool"
+        else:
+            how = str(plan.get("safety"))
+            if plan.get("approval"):
+                how += ", needs approval"
+        lines.append(f"{call.id} {call.name} [{how}] {clip(call.arguments, 80)}")
+    return tuple(lines)
+
+
+def _tell_result(state: RunState, p: Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:
+    resolved = p.get("resolved")
+    if not resolved:
+        return "result", (f"{_who(p)} {_outcome(p)}",)
+    said = {"value": "succeeded", "error": "failed", "not_executed": "not executed"}
+    outcome = p.get("outcome")
+    head = f"{_who(p)} attempt {p.get('attempt')}: {said.get(str(outcome), outcome)}"
+    if outcome == "not_executed":
+        head += " (the call may be attempted again)"
+    else:
+        head += f" {_outcome(p)}"
+    by = resolved.get("by") if isinstance(resolved, Mapping) else None
+    evidence = resolved.get("evidence") if isinstance(resolved, Mapping) else None
+    detail = f"by {by or 'someone unnamed'}"
+    if evidence:
+        detail += f"; evidence: {clip(evidence)}"
+    return "resolved", (head, detail)
+
+
+def _tell_person(
+    state: RunState, kind: str, p: Mapping[str, Any]
+) -> tuple[str, tuple[str, ...]] | None:
+    """An approval decision, the gate's tally, or an answer; ``None`` if shaped otherwise."""
+    who = _who_call(state, p)
+    if kind == R.DECISION and isinstance(d := p.get("decision"), Mapping):
+        said = "approved" if d.get("approve") else "denied"
+        signed = " (signed)" if d.get("signature") else ""
+        return "decision", (f"{who} {said} by {d.get('approver')}{signed}",)
+    if kind == R.TALLY and isinstance(t := p.get("tally"), Mapping):
+        approvals, denials = t.get("approvals") or [], t.get("denials") or []
+        line = f"{who} gate {t.get('outcome')}: {len(approvals)} of {t.get('need')} approvals"
+        if approvals:
+            line += f" ({', '.join(map(str, approvals))})"
+        if denials:
+            line += f", denied by {', '.join(map(str, denials))}"
+        return "gate", (line,)
+    if kind == R.ANSWER and "value" in p:
+        by = f" by {p['by']}" if p.get("by") else ""
+        return "answer", (f"{who} {p.get('key')} = {clip(p.get('value'))}{by}",)
+    return None
+
+
+def _outcome(p: Mapping[str, Any]) -> str:
+    if p.get("outcome") == "value":
+        return f"-> {clip(p.get('value'))}"
+    error = p.get("error")
+    if isinstance(error, Mapping):
+        return f"-> error {error.get('type')}: {clip(error.get('message'))}"
+    return f"-> {p.get('outcome')}"
+
+
+def _who(p: Mapping[str, Any]) -> str:
+    return f"{p.get('call_id')} {p.get('tool')}"
+
+
+def _who_call(state: RunState, p: Mapping[str, Any]) -> str:
+    call: CallState | None = state.calls.get(str(p.get("call_id")))
+    return f"{p.get('call_id')} {call.call.name if call is not None else '?'}"
+
+
+def _now(tl: Timeline, origin: int) -> list[str]:
+    lines = []
+    for stop in tl.halted:
+        when = f" at {_offset(stop.attempted_at_ms - origin)}" if stop.attempted_at_ms else ""
+        lines.append(
+            f"halted: {stop.call_id} {stop.tool} was attempted{when} and has no result: "
+            "it may have acted"
+        )
+    for stop in tl.waiting:
+        if stop.kind == "input":
+            lines.append(f"waiting: {stop.call_id} {stop.tool} asks {clip(stop.prompt)}")
+        else:
+            lines.append(f"waiting: {stop.call_id} {stop.tool} needs an approval")
+    if not lines and tl.status == "running":
+        lines.append("running: not finished. If no process is driving it (it crashed), resume it.")
+    if not lines and tl.status == "cancelled" and not any(e.kind == R.END for e in tl.events):
+        lines.append("cancelled: the next drive stops it without a new turn or call.")
+    return lines
+
+
+def _offset(ms: int) -> str:
+    if ms < 60_000:
+        return f"+{ms / 1000:.3f}s"
+    minutes, seconds = divmod(ms // 1000, 60)
+    if minutes < 60:
+        return f"+{minutes}m{seconds:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"+{hours}h{minutes:02d}m"

@@ -1,0 +1,150 @@
+"""Agent specs the CLI tests name (``tests.cli.agents:ATTR``), one per form and per failure."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from runtime import (
+    Agent,
+    AssistantTurn,
+    Message,
+    ModelError,
+    RetryPolicy,
+    Safety,
+    ToolOutcomeUnknown,
+    ToolSpec,
+    tool,
+)
+from runtime.testing import ScriptedModel
+
+ANSWER = {"text": "all done"}
+LOOKUP_THEN_ANSWER = [
+    {"tool_calls": [{"id": "c1", "name": "lookup", "arguments": {"customer": "ann"}}]},
+    ANSWER,
+]
+
+
+@tool(safety=Safety.READ_ONLY)
+async def lookup(customer: str) -> dict[str, Any]:
+    """Look a customer up."""
+    return {"customer": customer, "plan": "pro"}
+
+
+def _agent(script: list[dict[str, Any]], **kw: Any) -> Agent:
+    return Agent(model=ScriptedModel(script), tools=[lookup], **kw)
+
+
+# --- the forms a spec may name -----------------------------------------------------------------
+
+agent = _agent(LOOKUP_THEN_ANSWER, name="plain")
+
+
+def sync_factory() -> Agent:
+    return _agent(LOOKUP_THEN_ANSWER, name="sync-factory")
+
+
+async def async_factory() -> Agent:
+    return _agent(LOOKUP_THEN_ANSWER, name="async-factory")
+
+
+# Records the async context manager's life: the CLI must enter it before and exit it after.
+lifecycle: list[str] = []
+
+
+@asynccontextmanager
+async def connected() -> AsyncIterator[Agent]:
+    lifecycle.append("enter")
+    try:
+        yield _agent(LOOKUP_THEN_ANSWER, name="connected")
+    finally:
+        lifecycle.append("exit")
+
+
+class Holder:
+    agent = _agent([ANSWER], name="nested")
+
+
+# --- specs that give no Agent ------------------------------------------------------------------
+
+not_an_agent = 42
+
+
+def returns_none() -> None:
+    return None
+
+
+def raises() -> Agent:
+    raise RuntimeError("the tool server is down")
+
+
+# --- runs that end badly -----------------------------------------------------------------------
+
+
+class _FailingModel:
+    def __init__(self, *, retryable: bool):
+        self.retryable = retryable
+
+    async def complete(
+        self, system_prompt: str | None, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> AssistantTurn:
+        raise ModelError("503 overloaded", retryable=self.retryable, status_code=503)
+
+
+model_rejects = Agent(model=_FailingModel(retryable=False), name="rejected")
+model_unavailable = Agent(
+    model=_FailingModel(retryable=True),
+    model_retry=RetryPolicy(max_attempts=2, initial_delay=0),
+    name="unavailable",
+)
+one_turn_budget = _agent(LOOKUP_THEN_ANSWER, max_turns=1, name="budget")
+
+
+class _BuggyModel:
+    async def complete(
+        self, system_prompt: str | None, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> AssistantTurn:
+        raise ValueError("a bug in the model adapter")
+
+
+model_crashes = Agent(model=_BuggyModel(), name="buggy")
+
+
+# --- a side effect whose outcome is always unknown: the run halts on it --------------------------
+
+
+@tool
+async def charge(customer: str, amount: int) -> dict[str, Any]:
+    """Charge a customer; the connection always drops after the request left."""
+    raise ToolOutcomeUnknown("the connection dropped after the request left")
+
+
+halting = Agent(
+    model=ScriptedModel(
+        [
+            {
+                "tool_calls": [
+                    {"id": "c1", "name": "charge", "arguments": {"customer": "ann", "amount": 5}}
+                ]
+            },
+            ANSWER,
+        ]
+    ),
+    tools=[charge],
+    name="halting",
+)
+
+
+# --- a model that names things with terminal escape sequences ----------------------------------
+
+ESCAPES = "\x1b[2J\x1b]0;owned\x07\x9b31m"
+escapes = Agent(
+    model=ScriptedModel(
+        [
+            {"tool_calls": [{"id": f"c1{ESCAPES}", "name": f"wipe{ESCAPES}", "arguments": {}}]},
+            {"text": f"done{ESCAPES}"},
+        ]
+    ),
+    name="escapes",
+)

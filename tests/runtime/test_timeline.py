@@ -1,0 +1,142 @@
+"""The timeline of a run, told from its records: kinds in commit order, halts, resolutions."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from runtime import Agent, Journal, Resolution, ToolOutcomeUnknown, tool
+from runtime.testing import ScriptedModel
+from runtime.timeline import clip, render, timeline
+from tests.cli.journals import decided_run, waiting_run
+from tests.helpers import Ledger, call, make_tools
+
+SCRIPT = [
+    {"tool_calls": [call("c1", "lookup", customer="ann")]},
+    {"tool_calls": [call("c2", "charge", customer="ann", amount=5)]},
+    {"text": "charged"},
+]
+
+
+def payments(ledger: Ledger, *, charge_fails: bool = False) -> Agent:
+    tools = make_tools(ledger)
+    if charge_fails:
+
+        @tool(name="charge")
+        async def lost_charge(customer: str, amount: int) -> dict[str, Any]:
+            raise ToolOutcomeUnknown("the connection dropped after the request left")
+
+        tools["charge"] = lost_charge
+    return Agent(model=ScriptedModel(SCRIPT), tools=list(tools.values()))
+
+
+async def test_a_completed_run_is_told_record_by_record_in_commit_order(journal: Journal) -> None:
+    await payments(Ledger()).run("r", "charge ann", journal=journal, spec="m:agent")
+    told = timeline(await journal.require("r"))
+    assert [e.kind for e in told.events] == [
+        "start",
+        "turn",
+        "result",
+        "turn",
+        "attempt",
+        "result",
+        "turn",
+        "end",
+    ]
+    assert [e.seq for e in told.events] == sorted(e.seq for e in told.events)
+    assert (told.status, told.spec, told.input, told.output) == (
+        "completed",
+        "m:agent",
+        "charge ann",
+        "charged",
+    )
+    text = "\n".join(render(told))
+    assert "c1 lookup [read_only]" in text
+    assert "c2 charge [side_effect]" in text
+    assert "attempt 1 marked" in text
+    assert 'completed: "charged"' in text
+    json.dumps(told.to_json())  # the JSON shape is JSON
+
+
+async def test_a_halted_call_is_the_stop_and_its_resolution_names_who_and_why(
+    journal: Journal,
+) -> None:
+    ledger = Ledger()
+    await payments(ledger, charge_fails=True).run("r", "go", journal=journal)
+    halted = timeline(await journal.require("r"))
+    assert halted.status == "halted"
+    (stop,) = halted.halted
+    marker = next(e for e in halted.events if e.kind == "attempt")
+    assert (stop.call_id, stop.tool, stop.safety, stop.attempted_at_ms) == (
+        "c2",
+        "charge",
+        "side_effect",
+        marker.at_ms,
+    )
+    assert any(line.startswith("halted: c2 charge was attempted") for line in render(halted))
+
+    await journal.resolve(
+        "r", "c2", Resolution.succeeded({"ok": 1}), by="alice", evidence="bank statement"
+    )
+    resolved = timeline(await journal.require("r"))
+    assert resolved.halted == () and resolved.status == "running"
+    event = resolved.events[-1]
+    assert (event.label, event.call_id) == ("resolved", "c2")
+    assert event.lines == (
+        'c2 charge attempt 1: succeeded -> {"ok": 1}',
+        'by alice; evidence: "bank statement"',
+    )
+
+
+async def test_a_not_executed_resolution_says_the_call_may_run_again(journal: Journal) -> None:
+    await payments(Ledger(), charge_fails=True).run("r", "go", journal=journal)
+    await journal.resolve("r", "c2", Resolution.not_executed(), by="bob")
+    event = timeline(await journal.require("r")).events[-1]
+    assert event.lines[0] == "c2 charge attempt 1: not executed (the call may be attempted again)"
+
+
+async def test_a_waiting_run_names_the_approval_or_the_question_it_waits_for(
+    journal: Journal,
+) -> None:
+    await waiting_run(journal, "gate", on="approval")
+    await waiting_run(journal, "ask", on="input")
+    gate = timeline(await journal.require("gate"))
+    ask = timeline(await journal.require("ask"))
+    assert gate.status == ask.status == "waiting"
+    assert [s.to_json() for s in gate.waiting] == [
+        {
+            "kind": "approval",
+            "call_id": "c1",
+            "tool": "charge",
+            "arguments": {"customer": "ann", "amount": 5},
+        }
+    ]
+    assert [(s.kind, s.key, s.prompt) for s in ask.waiting] == [
+        ("input", "amount", "How much, in cents?")
+    ]
+    assert "c1 charge [side_effect, needs approval]" in "\n".join(render(gate))
+    assert "waiting: c1 charge asks " in "\n".join(render(ask))
+
+
+async def test_a_cancel_request_is_told_with_who_and_why(journal: Journal) -> None:
+    await waiting_run(journal, "r")
+    await journal.cancel("r", reason="customer withdrew", by="carol")
+    told = timeline(await journal.require("r"))
+    assert told.status == "cancelled"
+    assert told.events[-1].lines == ('cancel requested by carol: "customer withdrew"',)
+
+
+def test_clip_escapes_terminal_control_characters_and_bounds_the_length() -> None:
+    shown = clip({"text": "\x1b[2J\x9b31m" + "x" * 500}, limit=60)
+    assert "\x1b" not in shown and "\x9b" not in shown
+    assert "\\u001b" in shown and "\\x9b" in shown
+    assert len(shown) == 60 and shown.endswith("...")
+
+
+async def test_decisions_the_gate_and_answers_are_told_with_who(journal: Journal) -> None:
+    await decided_run(journal, "r")
+    told = {e.label: e.lines[0] for e in timeline(await journal.require("r")).events}
+    assert told["decision"] == "c1 charge approved by alice"
+    assert told["gate"] == "c1 charge gate approved: 1 of 1 approvals (alice)"
+    assert told["question"] == 'c1 charge asks "Memo line?" (memo)'
+    assert told["answer"] == 'c1 charge memo = "May invoice" by bob'
