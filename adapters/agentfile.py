@@ -233,8 +233,10 @@ async def _mcp_tools(
     else:
         assert server.command is not None
         cwd = str((base / server.cwd).resolve()) if server.cwd else str(base)
+        # "python" means the interpreter running bide, so the server sees the same packages.
+        command = sys.executable if server.command in ("python", "python3") else server.command
         target = StdioServerParameters(
-            command=server.command,
+            command=command,
             args=list(server.args),
             # Added to the SDK's small default environment (PATH, HOME...), never all of ours:
             # a server does not get the host's secrets unless the file names them.

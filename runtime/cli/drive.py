@@ -12,7 +12,7 @@ from collections.abc import Awaitable
 import structlog
 
 from runtime.cli.base import EXIT_USAGE, Command, Failure, Invocation, exit_code
-from runtime.cli.specs import open_agent
+from runtime.cli.specs import journaled_spec, open_agent
 from runtime.errors import BudgetError, ConfigError, ModelError
 from runtime.journal import Journal
 from runtime.journal.migrate import sqlite_path
@@ -54,7 +54,8 @@ async def _run(inv: Invocation) -> int:
     # The agent first: a spec that does not import leaves no new journal file behind.
     async with open_agent(spec) as agent, inv.journal(create=True) as journal:
         inv.log.info("run_started", run_id=run_id, agent=spec)
-        return await _drive(inv, run_id, spec, agent.run(run_id, text, journal=journal, spec=spec))
+        drive = agent.run(run_id, text, journal=journal, spec=journaled_spec(spec))
+        return await _drive(inv, run_id, spec, drive)
 
 
 async def _spec_of_existing_run(inv: Invocation, run_id: str) -> str:

@@ -1,4 +1,5 @@
-"""Agent specs: from the text ``module:attr`` to an open Agent, and closed again after the drive.
+"""Agent specs: from ``module:attr`` or ``path/to/agent.toml`` to an open Agent, closed again
+after the drive.
 
 ``open_agent`` is the one place a spec is understood, so that another kind of spec (a file path,
 say) is one more branch here and nowhere else.
@@ -17,7 +18,7 @@ from typing import Any
 from runtime.agent import Agent
 from runtime.errors import BideError, ConfigError
 
-__all__ = ["open_agent"]
+__all__ = ["is_agent_file", "journaled_spec", "open_agent"]
 
 _FORMS = (
     "an Agent, a function (sync or async) returning one, or an async context manager "
@@ -29,14 +30,35 @@ _FORMS = (
 async def open_agent(spec: str) -> AsyncIterator[Agent]:
     """Import ``spec`` (``module:attr``) and yield the Agent it names, for the length of a drive.
 
+    A spec ending in ``.toml`` is an agent file (``adapters.agentfile``): its model, tools and
+    MCP servers are built, and the servers stay connected for the drive.
+
     The attribute may be an Agent; a function, sync or async, returning one; or an async context
     manager, or a function returning one, yielding one (for agents whose tools hold connections,
     such as MCP servers): it is entered before the drive and exited after it. Anything that
     cannot be imported or gives no Agent is a ``ConfigError`` naming the spec.
     """
+    if is_agent_file(spec):
+        # An agent file brings providers and MCP servers: adapters, imported only when named.
+        from adapters.agentfile import open_agent_file
+
+        async with open_agent_file(spec) as agent:
+            yield agent
+        return
     target = _import(spec)
     async with AsyncExitStack() as stack:
         yield await _agent_from(spec, target, stack)
+
+
+def is_agent_file(spec: str) -> bool:
+    """Whether ``spec`` names an agent file (``path/to/agent.toml``) rather than module:attr."""
+    return spec.endswith(".toml")
+
+
+def journaled_spec(spec: str) -> str:
+    """The spec as the run journals it: an agent file by its absolute path, so that a resume
+    from another directory finds the same file."""
+    return os.path.abspath(spec) if is_agent_file(spec) else spec
 
 
 def _import(spec: str) -> Any:

@@ -132,8 +132,8 @@ class Journal:
         return await self.store.list_runs(status=status, prefix=prefix, limit=limit, before=before)
 
     async def run_row(self, run_id: str) -> RunRow | None:
-        page = await self.store.list_runs(prefix=run_id, limit=50)
-        return next((r for r in page.runs if r.run_id == run_id), None)
+        """The run's row in the listing index, if the run exists."""
+        return await self.store.run_row(run_id)
 
     # --- operator verbs --------------------------------------------------------------------
 
@@ -321,8 +321,13 @@ class Journal:
             R.CANCEL,
             R.CANCEL,
             {"reason": reason, "by": by},
+            unless=R.END,  # a driver may end the run meanwhile: then there is nothing to cancel
             index={"status": "cancelled"},
         )
+        if appended.record is None:
+            ended = await self.store.get(run_id, R.END)
+            status = ended.payload.get("status") if ended is not None else "ended"
+            raise ConfigError(f"run {run_id!r} already ended ({status})", run_id=run_id)
         if appended.won:
             log.info("run_cancel_requested", run_id=run_id, by=by)
         return appended.won

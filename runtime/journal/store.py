@@ -310,24 +310,29 @@ class Store:
         query = query.order_by(u.c.created_ms.desc(), u.c.run_id.desc()).limit(limit + 1)
         async with self._engine.connect() as conn:
             rows = (await conn.execute(query)).all()
-        runs = [
-            RunRow(
-                run_id,
-                fmt,
-                status_,
-                agent,
-                turns,
-                created_ms,
-                updated_ms,
-                json.loads(detail) if detail else None,
-            )
-            for run_id, fmt, status_, agent, turns, created_ms, updated_ms, detail in rows[:limit]
-        ]
+        runs = [_run_row(row) for row in rows[:limit]]
         cursor = None
         if len(rows) > limit:
             last = runs[-1]
             cursor = f"{last.created_ms}:{last.run_id}"
         return RunPage(runs, cursor)
+
+    async def run_row(self, run_id: str) -> RunRow | None:
+        """The run's row in the index, if the run exists."""
+        u = schema.runs
+        row = await self._read_one(
+            sa.select(
+                u.c.run_id,
+                u.c.format,
+                u.c.status,
+                u.c.agent,
+                u.c.turns,
+                u.c.created_ms,
+                u.c.updated_ms,
+                u.c.detail,
+            ).where(u.c.run_id == run_id)
+        )
+        return None if row is None else _run_row(row)
 
     async def _read_one(self, query: sa.Select[Any]) -> Any:
         try:
@@ -354,3 +359,17 @@ def _parse_cursor(cursor: str) -> tuple[int, str]:
     if not sep or not created.isdigit():
         raise ConfigError(f"invalid page cursor {cursor!r}")
     return int(created), run_id
+
+
+def _run_row(row: Any) -> RunRow:
+    run_id, fmt, status, agent, turns, created_ms, updated_ms, detail = row
+    return RunRow(
+        run_id,
+        fmt,
+        status,
+        agent,
+        turns,
+        created_ms,
+        updated_ms,
+        json.loads(detail) if detail else None,
+    )

@@ -230,3 +230,12 @@ async def test_open_accepts_a_url_or_a_bare_path(tmp_path: Path, url: str) -> No
 async def test_open_refuses_what_is_not_a_sqlite_file(url: str) -> None:
     with pytest.raises(ConfigError):
         await Store.open(url)
+
+
+async def test_run_row_finds_a_run_among_many_that_share_its_prefix(store: Store) -> None:
+    await store.create_run("r", agent="a")
+    for i in range(60):
+        await store.create_run(f"r{i:02d}")
+    row = await store.run_row("r")
+    assert row is not None and row.run_id == "r" and row.agent == "a"
+    assert await store.run_row("nope") is None
