@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from runtime import records as R
+from runtime.approval import ApprovalPolicy, tally
+from runtime.errors import ConfigError
 from runtime.journal.store import Record
 from runtime.messages import AssistantTurn, Usage
 from runtime.state import CallState, RunState
@@ -68,6 +70,8 @@ class Stop:
     attempted_at_ms: int | None = None
     key: str | None = None
     prompt: str | None = None
+    tally: Mapping[str, Any] | None = None
+    """For an approval: the running tally (``outcome``, ``need``, ``approvals``, ``denials``)."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -76,7 +80,7 @@ class Stop:
             "tool": self.tool,
             "arguments": self.arguments,
         }
-        for name in ("safety", "attempt", "attempted_at_ms", "key", "prompt"):
+        for name in ("safety", "attempt", "attempted_at_ms", "key", "prompt", "tally"):
             value = getattr(self, name)
             if value is not None:
                 out[name] = value
@@ -85,7 +89,11 @@ class Stop:
     def brief(self) -> str:
         """``halted c3 charge_card``, ``approval c3 charge_card``, ``input c3 ask (key)``."""
         text = f"{self.kind} {self.call_id} {self.tool}"
-        return f"{text} ({self.key})" if self.key is not None else text
+        if self.key is not None:
+            return f"{text} ({self.key})"
+        if self.tally is not None:
+            return f"{text} ({len(self.tally.get('approvals', ()))}/{self.tally.get('need')})"
+        return text
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +191,9 @@ def waiting_on(state: RunState) -> tuple[Stop, ...]:
                 )
             )
         if not questions:
-            stops.append(Stop("approval", c.call.id, c.call.name, c.call.arguments))
+            stops.append(
+                Stop("approval", c.call.id, c.call.name, c.call.arguments, tally=_tally(state, c))
+            )
     return tuple(stops)
 
 
@@ -374,7 +384,12 @@ def _now(tl: Timeline, origin: int) -> list[str]:
         if stop.kind == "input":
             lines.append(f"waiting: {stop.call_id} {stop.tool} asks {clip(stop.prompt)}")
         else:
-            lines.append(f"waiting: {stop.call_id} {stop.tool} needs an approval")
+            t = stop.tally or {}
+            approvals = ", ".join(t.get("approvals", ())) or "none yet"
+            lines.append(
+                f"waiting: {stop.call_id} {stop.tool} needs an approval "
+                f"({len(t.get('approvals', ()))} of {t.get('need', 1)}: {approvals})"
+            )
     if not lines and tl.status == "running":
         lines.append("running: not finished. If no process is driving it (it crashed), resume it.")
     if not lines and tl.status == "cancelled" and not any(e.kind == R.END for e in tl.events):
@@ -390,3 +405,22 @@ def _offset(ms: int) -> str:
         return f"+{minutes}m{seconds:02d}s"
     hours, minutes = divmod(minutes, 60)
     return f"+{hours}h{minutes:02d}m"
+
+
+def _tally(state: RunState, call: CallState) -> Mapping[str, Any] | None:
+    """The gate's running tally, under the policy the turn recorded for the call."""
+    policy_json = call.plan.get("approval")
+    if not isinstance(policy_json, Mapping):
+        return None
+    try:
+        policy = ApprovalPolicy.from_json(policy_json)
+    except ConfigError:
+        return None
+    return tally(
+        policy,
+        call.decisions_made(),
+        run_id=state.run_id,
+        call_id=call.call.id,
+        tool=call.call.name,
+        arguments=call.call.arguments,
+    ).to_json()

@@ -14,7 +14,7 @@ from runtime.timeline import halted_on, printable
 __all__ = ["COMMANDS"]
 
 
-def _operator(inv: Invocation) -> str | None:
+def operator(inv: Invocation) -> str | None:
     """Who is acting: ``--by``, else the login name."""
     if inv.args.by:
         return str(inv.args.by)
@@ -48,7 +48,7 @@ async def _resolve(inv: Invocation) -> int:
     resolution = _resolution(args)
     async with inv.journal() as journal:
         recorded = await journal.resolve(
-            args.run_id, args.call_id, resolution, by=_operator(inv), evidence=args.evidence
+            args.run_id, args.call_id, resolution, by=operator(inv), evidence=args.evidence
         )
     said = {"value": "succeeded", "error": "failed", "not_executed": "not executed"}
     outcome = said[resolution.outcome]
@@ -87,7 +87,7 @@ def _cancel_arguments(parser: argparse.ArgumentParser) -> None:
 async def _cancel(inv: Invocation) -> int:
     args = inv.args
     async with inv.journal() as journal:
-        new = await journal.cancel(args.run_id, reason=args.reason, by=_operator(inv))
+        new = await journal.cancel(args.run_id, reason=args.reason, by=operator(inv))
         halted = halted_on(await journal.require(args.run_id))
     if new:
         inv.out(

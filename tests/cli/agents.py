@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 from runtime import (
     Agent,
+    ApprovalPolicy,
     AssistantTurn,
     Message,
     ModelError,
     RetryPolicy,
     Safety,
+    ToolContext,
     ToolOutcomeUnknown,
     ToolSpec,
+    single_approval,
     tool,
 )
 from runtime.testing import ScriptedModel
@@ -147,4 +151,55 @@ escapes = Agent(
         ]
     ),
     name="escapes",
+)
+
+
+# --- people: approval gates and questions (tests/cli/test_people.py) -------------------------
+
+WIRE = [
+    {"tool_calls": [{"id": "c1", "name": "wire", "arguments": {"account": "acme", "amount": 500}}]},
+    {"text": "wired"},
+]
+
+
+def _wire_tool(policy: ApprovalPolicy) -> Any:
+    @tool(approval=policy)
+    async def wire(account: str, amount: int) -> dict[str, Any]:
+        """Wire money behind a gate."""
+        return {"wired": amount, "to": account}
+
+    return wire
+
+
+gated = Agent(model=ScriptedModel(WIRE), tools=[_wire_tool(single_approval())], name="gated")
+
+
+def signed_gate() -> Agent:
+    """A 2-of-N gate whose approvers' public keys are the files named in $BIDE_TEST_APPROVERS
+    (``alice=path,bob=path``), as `keygen` writes them."""
+    approvers = {}
+    for pair in os.environ["BIDE_TEST_APPROVERS"].split(","):
+        name, _, path = pair.partition("=")
+        with open(path) as f:
+            approvers[name] = f.read().strip()
+    policy = ApprovalPolicy(need=2, approvers=approvers)
+    return Agent(model=ScriptedModel(WIRE), tools=[_wire_tool(policy)], name="signed")
+
+
+@tool(safety=Safety.READ_ONLY)
+async def quote(item: str, context: ToolContext) -> dict[str, Any]:
+    """Ask a person for a price."""
+    price = await context.interrupt("price", f"What should {item} cost?", expect=int)
+    return {"item": item, "price": price}
+
+
+asking = Agent(
+    model=ScriptedModel(
+        [
+            {"tool_calls": [{"id": "c1", "name": "quote", "arguments": {"item": "widget"}}]},
+            {"text": "quoted"},
+        ]
+    ),
+    tools=[quote],
+    name="asking",
 )

@@ -10,7 +10,19 @@ import pytest
 from runtime.cli.app import COMMANDS
 from tests.cli.invoke import Cli, child
 
-NAMES = ["run", "resume", "list", "show", "resolve", "cancel", "migrate", "demo"]
+NAMES = [
+    "run",
+    "resume",
+    "list",
+    "show",
+    "resolve",
+    "cancel",
+    "approve",
+    "answer",
+    "keygen",
+    "migrate",
+    "demo",
+]
 
 
 def test_help_lists_every_command_with_an_example() -> None:

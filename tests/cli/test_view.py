@@ -80,7 +80,7 @@ def test_list_shows_every_run_with_the_status_its_records_give(cli: Cli, db: str
     table = _table(done.out)
     assert {run_id: row[1] for run_id, row in table.items()} == STATUSES
     assert table["halted-run"][-3:] == ["halted", "c3", "charge_card"]
-    assert table["waiting-run"][-3:] == ["approval", "c1", "charge"]
+    assert table["waiting-run"][-4:] == ["approval", "c1", "charge", "(0/1)"]
     assert table["completed-run"][3] == "2"  # turns
 
 

@@ -1,0 +1,193 @@
+"""``approve``, ``answer`` and ``keygen``: what a person says to a waiting run."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import (
+    Encoding,
+    NoEncryption,
+    PrivateFormat,
+    PublicFormat,
+    load_pem_private_key,
+)
+
+from runtime.approval import Decision, sign_decision
+from runtime.cli.base import EXIT_USAGE, Command, Failure, Invocation
+from runtime.cli.verbs import operator
+from runtime.errors import ConfigError
+
+__all__ = ["COMMANDS"]
+
+
+def _approve_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_id", metavar="RUN_ID")
+    parser.add_argument("call_id", metavar="CALL_ID")
+    parser.add_argument("--deny", action="store_true", help="deny instead of approve (final)")
+    parser.add_argument("--by", metavar="NAME", help="who decides (default: your login name)")
+    parser.add_argument(
+        "--approver", metavar="ID", help="for a signed (m-of-n) gate: your approver id"
+    )
+    parser.add_argument(
+        "--key", metavar="FILE", help="for a signed gate: your private key (from `keygen`)"
+    )
+
+
+async def _approve(inv: Invocation) -> int:
+    args = inv.args
+    if (args.approver is None) != (args.key is None):
+        raise Failure("a signed decision needs both --approver ID and --key FILE", EXIT_USAGE)
+    async with inv.journal() as journal:
+        if args.key is None:
+            who = operator(inv)
+            if not who:
+                raise Failure("say who decides with --by NAME", EXIT_USAGE)
+            decision = Decision(who, not args.deny)
+        else:
+            state = await journal.require(args.run_id)
+            call = state.calls.get(args.call_id)
+            if call is None:
+                raise ConfigError(f"run {args.run_id!r} has no call {args.call_id!r}")
+            decision = sign_decision(
+                _private_key(args.key),
+                run_id=args.run_id,
+                call_id=args.call_id,
+                tool=call.call.name,
+                arguments=call.call.arguments,
+                approver=args.approver,
+                approve=not args.deny,
+            )
+        counted, now = await journal.decide(args.run_id, args.call_id, decision)
+    verb = "denial" if args.deny else "approval"
+    if counted:
+        inv.out(f"{verb} by {decision.approver} recorded and counted")
+    else:
+        inv.out(
+            f"{verb} by {decision.approver} recorded as seen, not counted (a repeat, an approver "
+            "who already decided, an unknown approver or a signature that does not verify)"
+        )
+    inv.out(
+        f"tally: {now.outcome}, {len(now.approvals)} of {now.need} approvals"
+        + (f" ({', '.join(now.approvals)})" if now.approvals else "")
+        + (f"; denied by {', '.join(now.denials)}" if now.denials else "")
+    )
+    if now.outcome != "pending":
+        inv.out(f"continue the run: {inv.command('resume', args.run_id)}")
+    return 0
+
+
+def _private_key(path: str) -> Ed25519PrivateKey:
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise Failure(f"cannot read key file {path}: {exc.strerror or exc}", EXIT_USAGE) from exc
+    try:
+        key = load_pem_private_key(data, password=None)
+    except (ValueError, TypeError) as exc:
+        raise Failure(f"{path} is not an unencrypted PEM private key ({exc})", EXIT_USAGE) from exc
+    if not isinstance(key, Ed25519PrivateKey):
+        raise Failure(f"{path} holds a {type(key).__name__}, not an Ed25519 key", EXIT_USAGE)
+    return key
+
+
+def _answer_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_id", metavar="RUN_ID")
+    parser.add_argument("key", metavar="KEY", help="the question's key, as `show` prints it")
+    parser.add_argument("--value", metavar="JSON", required=True, help="the answer, as JSON")
+    parser.add_argument("--call", metavar="CALL_ID", help="the call that asked, if several did")
+    parser.add_argument("--by", metavar="NAME", help="who answers (default: your login name)")
+
+
+async def _answer(inv: Invocation) -> int:
+    args = inv.args
+    try:
+        value: Any = json.loads(args.value)
+    except ValueError:
+        raise Failure(
+            f"--value takes JSON (for a text, quote it: '\"blue\"'), not {args.value!r}",
+            EXIT_USAGE,
+        ) from None
+    async with inv.journal() as journal:
+        new = await journal.answer(
+            args.run_id, args.key, value, call_id=args.call, by=operator(inv)
+        )
+    if new:
+        inv.out(f"answer to {args.key} recorded")
+    else:
+        inv.out(f"{args.key} was already answered with that value")
+    inv.out(f"continue the run: {inv.command('resume', args.run_id)}")
+    return 0
+
+
+def _keygen_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--out", metavar="FILE", required=True, help="the private key file to write"
+    )
+
+
+async def _keygen(inv: Invocation) -> int:
+    out = Path(inv.args.out)
+    if out.exists():
+        raise Failure(f"{out} exists; keygen never overwrites a key", EXIT_USAGE)
+    key = Ed25519PrivateKey.generate()
+    pem = key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
+    public = base64.b64encode(key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw))
+    # Created private (0600) from the start, never readable by others even for a moment.
+    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(pem)
+    Path(f"{out}.pub").write_text(public.decode("ascii") + "\n")
+    inv.out(f"private key: {out} (keep it secret)")
+    inv.out(f"public key:  {out}.pub")
+    inv.out(public.decode("ascii"))
+    return 0
+
+
+COMMANDS = (
+    Command(
+        name="approve",
+        summary="approve (or --deny) a call waiting at an approval gate",
+        description=(
+            "Record a decision on a gated call. For single_approval() one decision decides,\n"
+            "journaled with --by. For an m-of-n gate sign with your key (--approver, --key);\n"
+            "every decision is journaled, but only each approver's first valid one counts.\n"
+            "The next `resume` opens or closes the gate."
+        ),
+        example=(
+            "  {prog} approve inv-7 c3 --by alice\n"
+            "  {prog} approve inv-7 c3 --deny --by bob\n"
+            "  {prog} approve inv-7 c3 --approver alice --key alice.pem"
+        ),
+        arguments=_approve_arguments,
+        handler=_approve,
+    ),
+    Command(
+        name="answer",
+        summary="answer a question a tool asked (an interrupt or an MCP elicitation)",
+        description=(
+            "Journal the answer to a waiting run's question. The value must fit the schema the\n"
+            "tool asked for, else nothing is recorded (exit 2). The next `resume` runs the tool\n"
+            "again and it receives the answer."
+        ),
+        example="  {prog} answer quote-1 price --value 42",
+        arguments=_answer_arguments,
+        handler=_answer,
+    ),
+    Command(
+        name="keygen",
+        summary="make an Ed25519 key pair for signing approvals",
+        description=(
+            "Write a new private key (PEM, mode 0600) to FILE and its public key (base64) to\n"
+            "FILE.pub. Put the public key in the gate's ApprovalPolicy(approvers={...})."
+        ),
+        example="  {prog} keygen --out alice.pem",
+        arguments=_keygen_arguments,
+        handler=_keygen,
+    ),
+)
