@@ -203,3 +203,30 @@ asking = Agent(
     tools=[quote],
     name="asking",
 )
+
+
+# --- an MCP stdio server whose side effect hangs up (tests/mcp/test_mcp_end_to_end.py) -------
+
+
+@asynccontextmanager
+async def mcp_hangs_up() -> AsyncIterator[Agent]:
+    """An agent whose SIDE_EFFECT tool is `die` on tests/mcp/mcp_stdio_server.py: the server
+    records the call in $BIDE_TEST_RUNS, then exits without answering."""
+    import sys
+
+    from mcp import StdioServerParameters
+
+    from adapters.mcp import connect, tools
+
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    server = StdioServerParameters(
+        command=sys.executable,
+        args=[os.path.join(here, "mcp", "mcp_stdio_server.py")],
+        env={"BIDE_TEST_RUNS": os.environ["BIDE_TEST_RUNS"]},
+    )
+    script = [
+        {"tool_calls": [{"id": "c1", "name": "die", "arguments": {}}]},
+        {"text": "done"},
+    ]
+    async with connect(server) as session:
+        yield Agent(model=ScriptedModel(script), tools=await tools(session), name="mcp")
