@@ -109,6 +109,13 @@ async def test_a_waiting_run_names_the_approval_or_the_question_it_waits_for(
             "call_id": "c1",
             "tool": "charge",
             "arguments": {"customer": "ann", "amount": 5},
+            "tally": {
+                "outcome": "pending",
+                "need": 1,
+                "approvals": [],
+                "denials": [],
+                "ignored": 0,
+            },
         }
     ]
     assert [(s.kind, s.key, s.prompt) for s in ask.waiting] == [
