@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Self
 
@@ -37,10 +37,52 @@ CODEC = "json"
 _encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
+def _compact_json() -> Callable[[Any], str]:
+    """``_encoder.encode``, minus the Python-level setup it repeats on every call.
+
+    The standard library builds a fresh C encoder per ``encode``; building it once halves the
+    cost of a small payload. Without a circular-reference check, a cycle ends in RecursionError,
+    which ``encode`` reports like any other non-JSON payload. Falls back to ``_encoder.encode``
+    where the C accelerator is missing or does not agree with it.
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - CPython always has it
+        return _encoder.encode
+    try:
+        iterencode = make(
+            None,
+            _encoder.default,
+            json.encoder.encode_basestring,
+            None,
+            ":",
+            ",",
+            False,
+            False,
+            False,
+        )
+    except TypeError:  # pragma: no cover - a changed private signature
+        return _encoder.encode
+    join = "".join
+
+    def fast(payload: Any) -> str:
+        return join(iterencode(payload, 0))
+
+    sample = {"a": [1, 2.5, None, True, "\u00e9\n"], "b": {"c": -0.0}, 3: "x"}
+    try:
+        if fast(sample) == _encoder.encode(sample):
+            return fast
+    except Exception:  # pragma: no cover
+        pass
+    return _encoder.encode  # pragma: no cover
+
+
+_encode = _compact_json()
+
+
 def encode(payload: Any) -> str:
     try:
-        return _encoder.encode(payload)
-    except (TypeError, ValueError) as exc:
+        return _encode(payload)
+    except (TypeError, ValueError, RecursionError) as exc:
         raise StorageError(f"a journal payload must be JSON: {exc}") from exc
 
 
