@@ -16,9 +16,9 @@ import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
@@ -26,9 +26,19 @@ from runtime import faults
 from runtime.errors import FormatError, StorageError
 from runtime.journal import schema
 
-__all__ = ["BUSY_TIMEOUT_MS", "AppendOp", "CreateOp", "IndexOp", "Writer", "configure"]
+__all__ = [
+    "BUSY_TIMEOUT_MS",
+    "AppendOp",
+    "CreateOp",
+    "IndexOp",
+    "Readers",
+    "Writer",
+    "configure",
+]
 
 log = structlog.get_logger(__name__)
+
+_T = TypeVar("_T")
 
 BUSY_TIMEOUT_MS = 10_000
 
@@ -159,6 +169,64 @@ class IndexOp:
 
 
 Op = AppendOp | CreateOp | IndexOp
+
+
+class Readers:
+    """Read connections of a journal, each used by one worker thread at a time.
+
+    Reads run in ``asyncio.to_thread``: a query never blocks the event loop, and in WAL mode it
+    never waits for the writer. Idle connections are kept for the next read.
+    """
+
+    def __init__(self, path: str, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS, keep: int = 4):
+        self.path = path
+        self._busy_timeout_ms = busy_timeout_ms
+        self._keep = keep
+        self._idle: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    async def run(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """``fn(connection, *args)`` in a worker thread; SQLite errors become StorageError."""
+        if self._closed:
+            raise StorageError(f"journal {self.path} is closed")
+        return await asyncio.to_thread(self._call, fn, *args)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+    def _call(self, fn: Callable[..., _T], *args: Any) -> _T:
+        try:
+            conn = self._take()
+            try:
+                return fn(conn, *args)
+            finally:
+                self._give(conn)
+        except sqlite3.Error as exc:
+            raise _storage_error(self.path, exc) from exc
+
+    def _take(self) -> sqlite3.Connection:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            configure(conn, busy_timeout_ms=self._busy_timeout_ms)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _give(self, conn: sqlite3.Connection) -> None:
+        with self._lock:
+            if not self._closed and len(self._idle) < self._keep:
+                self._idle.append(conn)
+                return
+        conn.close()
 
 
 class _Failed:
