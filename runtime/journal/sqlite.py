@@ -131,7 +131,10 @@ def update_runs_sql(n: int, update_from: bool) -> str:
 
 
 Row = tuple[int, str, str, str, int]
-"""A record as the writer returns it: seq, kind, codec, payload text, created_ms."""
+"""A record as the writer reads it: seq, kind, codec, payload text, created_ms.
+
+An append's outcome is ``(won, watched, *row)``, or ``(False, watched)`` when its ``unless``
+guard refused it."""
 
 
 @dataclass(slots=True)
@@ -332,7 +335,7 @@ class Writer:
         self, conn: sqlite3.Connection, batch: list[tuple[Op, asyncio.Future[Any]]]
     ) -> None:
         ops = [op for op, _ in batch]
-        records = sum(not isinstance(op, IndexOp) for op in ops)
+        records = len(ops) - sum(type(op) is IndexOp for op in ops)
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -356,8 +359,9 @@ class Writer:
         )
 
 
-MAX_BATCH = 4096
-"""Ops taken into one transaction at most: enough to drain a queue of thousands of runs."""
+MAX_BATCH = 1024
+"""Ops taken into one transaction at most. Larger batches keep more objects alive at once (the
+cyclic collector then promotes and rescans them) for no fewer fsyncs once a batch is this big."""
 
 MAX_CHUNK = 1024
 """Rows per multi-row statement at most (fewer if the host allows fewer parameters)."""
@@ -381,93 +385,97 @@ def _apply(conn: sqlite3.Connection, ops: list[Op], now: int, limit: int) -> lis
     each op's outcome is then decided here, in order, from what existed before the batch and
     what earlier ops of it inserted; the winners are inserted with the next seqs (the write lock
     is held, so nothing comes between the probe and the inserts); each touched run's index row
-    is updated once.
+    is updated once. This loop runs once per record while the event loop competes for the GIL:
+    it is written for speed (flat parameter lists, no per-row helpers).
     """
     wanted: dict[tuple[str, str], None] = {}
     for op in ops:
-        if isinstance(op, AppendOp):
+        if type(op) is AppendOp:
             run_id = op.run_id
-            wanted[(run_id, op.key)] = None
+            wanted[run_id, op.key] = None
             if op.unless is not None:
-                wanted[(run_id, op.unless)] = None
+                wanted[run_id, op.unless] = None
             if op.watch is not None:
-                wanted[(run_id, op.watch)] = None
+                wanted[run_id, op.watch] = None
             if op.check_header:
-                wanted[(run_id, "header")] = None
-        elif isinstance(op, CreateOp):
-            wanted[(op.run_id, "header")] = None
+                wanted[run_id, "header"] = None
+        elif type(op) is CreateOp:
+            wanted[op.run_id, "header"] = None
     present: dict[tuple[str, str], Row] = {}
     seq = 0
-    for part in _padded(list(wanted) or [("", "")], chunk_rows(limit, 2)):
-        for found in conn.execute(probe_sql(len(part)), [v for pair in part for v in pair]):
+    probes = [v for pair in wanted for v in pair] or ["", ""]
+    for part in _padded(probes, 2, chunk_rows(limit, 2)):
+        for found in conn.execute(probe_sql(len(part) // 2), part):
             if found[1] is None:
                 seq = found[0] or 0
             else:
-                present[(found[1], found[2])] = (found[0], *found[3:])
-    inserts: list[tuple[Any, ...]] = []
-    created: list[tuple[Any, ...]] = []
+                present[found[1], found[2]] = (found[0], *found[3:])
+    inserts: list[Any] = []  # flat: seven values per record
+    created: list[Any] = []  # flat: seven values per run
     index: dict[str, dict[str, Any]] = {}
     outcomes: list[Any] = []
+    outcome = outcomes.append
     for op in ops:
-        if isinstance(op, AppendOp):
+        if type(op) is AppendOp:
             run_id = op.run_id
             if op.check_header:
                 header = present.get((run_id, "header"))
                 try:
                     check_format(run_id, None if header is None else header[3])
                 except FormatError as exc:
-                    outcomes.append(_Failed(exc))
+                    outcome(_Failed(exc))
                     continue
             if op.unless is not None and (run_id, op.unless) in present:
-                won, record = False, None
-            else:
-                k = (run_id, op.key)
-                record = present.get(k)
-                won = record is None
-                if record is None:
-                    seq += 1
-                    record = present[k] = (seq, op.kind, op.codec, op.payload, now)
-                    inserts.append((seq, run_id, op.key, op.kind, op.codec, op.payload, now))
-                fields = index.get(run_id)
-                if fields is None:
-                    fields = index[run_id] = {}
-                if op.index:
-                    fields.update(op.index)
-            watched = op.watch is not None and (run_id, op.watch) in present
-            outcomes.append((won, record, watched))
-        elif isinstance(op, CreateOp):
+                outcome((False, op.watch is not None and (run_id, op.watch) in present))
+                continue
+            k = (run_id, op.key)
+            record = present.get(k)
+            won = record is None
+            if record is None:
+                seq += 1
+                key, kind, codec, payload = op.key, op.kind, op.codec, op.payload
+                record = present[k] = (seq, kind, codec, payload, now)
+                inserts += (seq, run_id, key, kind, codec, payload, now)
+            fields = index.get(run_id)
+            if fields is None:
+                fields = index[run_id] = {}
+            if op.index:
+                fields.update(op.index)
+            # Flat and atomic, so the collector stops tracking it at its first look.
+            outcome((won, op.watch is not None and (run_id, op.watch) in present, *record))
+        elif type(op) is CreateOp:
             run_id = op.run_id
             k = (run_id, "header")
             header = present.get(k)
             if header is None:
                 seq += 1
                 present[k] = (seq, "header", "json", op.header, now)
-                inserts.append((seq, run_id, "header", "header", "json", op.header, now))
-                created.append((run_id, schema.FORMAT_VERSION, now, now, "running", op.agent, 0))
-                outcomes.append(True)
+                inserts += (seq, run_id, "header", "header", "json", op.header, now)
+                created += (run_id, schema.FORMAT_VERSION, now, now, "running", op.agent, 0)
+                outcome(True)
                 continue
             try:
                 check_format(run_id, header[3])
             except FormatError as exc:
-                outcomes.append(_Failed(exc))
+                outcome(_Failed(exc))
                 continue
-            outcomes.append(False)
+            outcome(False)
         else:
+            assert isinstance(op, IndexOp)
             unknown = set(op.fields).difference(INDEX_COLUMNS)
             if unknown:
-                error = StorageError(f"unknown run index columns {sorted(unknown)}")
-                outcomes.append(_Failed(error))
+                outcome(_Failed(StorageError(f"unknown run index columns {sorted(unknown)}")))
                 continue
             index.setdefault(op.run_id, {}).update(op.fields)
-            outcomes.append(None)
+            outcome(None)
     if inserts:
         before = conn.total_changes
-        for part in _padded(inserts, chunk_rows(limit, 7)):
-            conn.execute(insert_records_sql(len(part)), [v for row in part for v in row])
-        if conn.total_changes - before != len(inserts):
+        for part in _padded(inserts, 7, chunk_rows(limit, 7)):
+            conn.execute(insert_records_sql(len(part) // 7), part)
+        if conn.total_changes - before != len(inserts) // 7:
             raise StorageError("the journal changed under the write lock; nothing was committed")
-    for part in _padded(created, chunk_rows(limit, 7)):
-        conn.execute(insert_runs_sql(len(part)), [v for row in part for v in row])
+    for part in _padded(created, 7, chunk_rows(limit, 7)):
+        conn.execute(insert_runs_sql(len(part) // 7), part)
     if index:
         _update_runs(conn, index, now, limit)
     return outcomes
@@ -477,7 +485,8 @@ def _update_runs(
     conn: sqlite3.Connection, index: dict[str, dict[str, Any]], now: int, limit: int
 ) -> None:
     """Set each touched run's changed index columns (the batch's last value) and updated_ms."""
-    touched, changed = [], []
+    touched: list[Any] = []
+    changed: list[Any] = []  # flat: run_id, mask of the columns set, then the four columns
     for run_id, fields in index.items():
         if not fields:
             touched.append(run_id)
@@ -485,25 +494,29 @@ def _update_runs(
         mask = 0
         for column in fields:
             mask |= _MASK[column]
-        changed.append((run_id, mask, *(fields.get(c) for c in INDEX_COLUMNS)))
-    for part in _padded(touched, chunk_rows(limit, 1)):
+        get = fields.get
+        changed += (run_id, mask, get("status"), get("agent"), get("turns"), get("detail"))
+    for part in _padded(touched, 1, chunk_rows(limit, 1)):
         conn.execute(touch_runs_sql(len(part)), [now, *part])
     # Without UPDATE ... FROM each row is found by a scan of the VALUES list: keep lists short.
     rows = chunk_rows(limit, 6) if UPDATE_FROM else min(chunk_rows(limit, 6), 64)
-    for part in _padded(changed, rows):
-        params = [v for row in part for v in row]
-        params.append(now)
-        conn.execute(update_runs_sql(len(part), UPDATE_FROM), params)
+    for part in _padded(changed, 6, rows):
+        part.append(now)
+        conn.execute(update_runs_sql(len(part) // 6, UPDATE_FROM), part)
 
 
-def _padded(items: list[Any], largest: int) -> Iterator[list[Any]]:
-    """Slices of ``largest`` items, then the rest padded to a power of two with its last item."""
-    for i in range(0, len(items), largest):
-        part = items[i : i + largest]
+def _padded(values: list[Any], width: int, rows: int) -> Iterator[list[Any]]:
+    """A flat list of rows of ``width`` values, as slices of at most ``rows`` rows whose row
+    count is a power of two: the last slice repeats its last row to get there."""
+    step = rows * width
+    for i in range(0, len(values), step):
+        part = values[i : i + step]
+        n = len(part) // width
         size = 1
-        while size < len(part):
+        while size < n:
             size *= 2
-        yield part + [part[-1]] * (size - len(part))
+        part.extend(part[-width:] * (size - n))
+        yield part
 
 
 def check_format(run_id: str, header_payload: str | None) -> None:

@@ -296,11 +296,11 @@ class Store:
             check_header=run_id not in self._verified,
             index=_index_fields(index) if index else None,
         )
-        won, row, watched = await self._writer.submit(op)
+        outcome = await self._writer.submit(op)
         self._verified.add(run_id)
-        if row is None:
-            return Appended(False, None, watched)
-        seq, kind_, codec, text, created_ms = row
+        if len(outcome) == 2:
+            return Appended(False, None, outcome[1])
+        won, watched, seq, kind_, codec, text, created_ms = outcome
         value = payload if won else decode(codec, text, run_id=run_id, key=key)
         return Appended(won, Record(seq, run_id, key, kind_, value, created_ms, codec), watched)
 

@@ -62,7 +62,7 @@ def test_a_guard_sees_only_what_precedes_it_in_the_batch(conn: sqlite3.Connectio
             op("s", "c", unless="cancel", watch="cancel"),
         ],
     )
-    assert [(won, row is not None, watched) for won, row, watched in out] == [
+    assert [(o[0], len(o) == 7, o[1]) for o in out] == [
         (True, True, False),
         (True, True, False),
         (False, False, True),
@@ -75,10 +75,10 @@ def test_a_guard_sees_only_what_precedes_it_in_the_batch(conn: sqlite3.Connectio
 def test_one_key_twice_in_a_batch_has_one_winner_whom_both_see(conn: sqlite3.Connection) -> None:
     first = W.AppendOp("r", "k", "t", "json", '"first"')
     second = W.AppendOp("r", "k", "t", "json", '"second"')
-    (won1, row1, _), (won2, row2, _) = apply(conn, [first, second])
+    (won1, _, *row1), (won2, _, *row2) = apply(conn, [first, second])
     assert won1 and not won2
     assert row1 == row2 and row1[3] == '"first"'
-    (won3, row3, _) = apply(conn, [W.AppendOp("r", "k", "t", "json", '"third"')])[0]
+    (won3, _, *row3) = apply(conn, [W.AppendOp("r", "k", "t", "json", '"third"')])[0]
     assert not won3 and row3 == row1
 
 
@@ -86,7 +86,7 @@ def test_seqs_follow_batch_order_across_chunks_and_padding(conn: sqlite3.Connect
     # A limit of 40 parameters makes chunks of 4 record rows: 11 rows = 4 + 4 + 3 (padded to 4).
     ops: list[W.Op] = [op("r", f"k{i}") for i in range(11)]
     out = apply(conn, ops, limit=40)
-    seqs = [row[0] for _, row, _ in out]
+    seqs = [o[2] for o in out]
     assert seqs == list(range(seqs[0], seqs[0] + 11))
     assert keys(conn, "r") == [f"k{i}" for i in range(11)]
     stored = conn.execute("SELECT count(*) FROM bide_records WHERE run_id = 'r'").fetchone()[0]
