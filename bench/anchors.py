@@ -46,13 +46,13 @@ def versions() -> str:
     return ", ".join(parts)
 
 
-def measure(directory: str | None = None) -> Anchors:
+def measure(directory: str | None = None, *, ones: int = 500, batches: int = 50) -> Anchors:
     with tempfile.TemporaryDirectory(dir=directory) as tmp:
         path = os.path.join(tmp, "fsync.bin")
         fd = os.open(path, os.O_WRONLY | os.O_CREAT)
         samples = []
         try:
-            for _ in range(200):
+            for _ in range(200 if ones >= 500 else 20):
                 os.write(fd, b"x" * 64)
                 t = time.perf_counter()
                 os.fsync(fd)
@@ -69,7 +69,7 @@ def measure(directory: str | None = None) -> Anchors:
         )
         payload = "x" * 200
         one = []
-        for i in range(500):
+        for i in range(ones):
             t = time.perf_counter()
             conn.execute("BEGIN IMMEDIATE")
             conn.execute(
@@ -78,7 +78,7 @@ def measure(directory: str | None = None) -> Anchors:
             conn.execute("COMMIT")
             one.append(time.perf_counter() - t)
         hundred = []
-        for b in range(50):
+        for b in range(batches):
             rows = [("b", f"{b}-{i}", payload) for i in range(100)]
             t = time.perf_counter()
             conn.execute("BEGIN IMMEDIATE")
@@ -90,6 +90,24 @@ def measure(directory: str | None = None) -> Anchors:
         fsync_us=fsync_us,
         commit_1_us=statistics.median(one) * 1e6,
         commit_100_us=statistics.median(hundred) * 1e6,
+    )
+
+
+def remeasure(directory: str | None = None) -> Anchors:
+    """A short re-measurement of the raw anchors, taken right beside one scenario repetition.
+
+    The disk is shared: its commit latency drifts from minute to minute, so a ratio is taken
+    against the anchor measured next to it, not only against the one printed at the start.
+    """
+    return measure(directory, ones=100, batches=10)
+
+
+def bracket(before: Anchors, after: Anchors) -> Anchors:
+    """The mean of the anchors measured just before and just after one repetition."""
+    return Anchors(
+        fsync_us=(before.fsync_us + after.fsync_us) / 2,
+        commit_1_us=(before.commit_1_us + after.commit_1_us) / 2,
+        commit_100_us=(before.commit_100_us + after.commit_100_us) / 2,
     )
 
 
