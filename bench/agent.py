@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import structlog
 
-from bench.anchors import bracket, header, measure, remeasure, spread
+from bench.anchors import RawSampler, bracket, header, measure, spread
 from runtime import Agent, AssistantTurn, Journal, Safety, ToolCall, ToolContext, tool
 from runtime.journal import Appended, Record, Store
 from runtime.journal.store import encode
@@ -123,6 +123,7 @@ async def b1_agent(
 
 
 async def bench_b1(tmp: str, calls: int, repeats: int) -> list[str]:
+    sampler = RawSampler(tmp)
     script = b1_script(calls)
     path = os.path.join(tmp, "b1.db")
     async with Journal(path):
@@ -136,11 +137,11 @@ async def bench_b1(tmp: str, calls: int, repeats: int) -> list[str]:
         base = median([await direct(echo, calls) for _ in range(repeats)])
         costs, models, commits = [], [], []
         for _ in range(repeats):
-            before = remeasure(tmp)
+            before = sampler.sample()
             per_call, in_model = await b1_agent(path, calls, safety, script)
             costs.append((per_call - in_model - base) * 1e6)
             models.append(in_model * 1e6)
-            commits.append(bracket(before, remeasure(tmp)).commit_1_us)
+            commits.append(bracket(before, sampler.sample()).commit_1_us)
         # Each repetition against the raw commit measured around it (the disk drifts).
         one = median([c / r for c, r in zip(costs, commits, strict=True)])
         what = "turn + result" if records == 2 else "turn + marker + result"

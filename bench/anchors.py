@@ -93,13 +93,44 @@ def measure(directory: str | None = None, *, ones: int = 500, batches: int = 50)
     )
 
 
-def remeasure(directory: str | None = None) -> Anchors:
-    """A short re-measurement of the raw anchors, taken right beside one scenario repetition.
+class RawSampler:
+    """The raw anchors again, on one warmed-up file, for a reading beside each repetition.
 
-    The disk is shared: its commit latency drifts from minute to minute, so a ratio is taken
-    against the anchor measured next to it, not only against the one printed at the start.
+    The disk is shared: its commit latency drifts from minute to minute, so each repetition is
+    divided by the anchors sampled just before and just after it. The file is warmed past its
+    first WAL checkpoint first, since a WAL that is still growing costs more per fsync than one
+    being reused, and the journal under test is past that point too.
     """
-    return measure(directory, ones=100, batches=10)
+
+    def __init__(self, directory: str):
+        path = os.path.join(directory, "raw-sampler.db")
+        self._conn = sqlite3.connect(path, isolation_level=None)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=FULL")
+        self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS r (seq INTEGER PRIMARY KEY, run_id TEXT, key TEXT, "
+            "payload TEXT, UNIQUE (run_id, key))"
+        )
+        self._n = 0
+        for _ in range(6):
+            self.sample()
+
+    def _commit(self, rows: int) -> float:
+        self._n += 1
+        batch = [("a", f"{self._n}-{i}", "x" * 200) for i in range(rows)]
+        t = time.perf_counter()
+        self._conn.execute("BEGIN IMMEDIATE")
+        self._conn.executemany("INSERT INTO r (run_id, key, payload) VALUES (?, ?, ?)", batch)
+        self._conn.execute("COMMIT")
+        return time.perf_counter() - t
+
+    def sample(self) -> Anchors:
+        one = statistics.median(self._commit(1) for _ in range(100))
+        hundred = statistics.median(self._commit(100) for _ in range(20))
+        return Anchors(fsync_us=0.0, commit_1_us=one * 1e6, commit_100_us=hundred * 1e6)
+
+    def close(self) -> None:
+        self._conn.close()
 
 
 def bracket(before: Anchors, after: Anchors) -> Anchors:

@@ -15,7 +15,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.anchors import bracket, header, measure, remeasure, spread
+from bench.anchors import RawSampler, bracket, header, measure, spread
 from runtime.journal import Store
 from runtime.journal import sqlite as writer
 
@@ -95,13 +95,14 @@ async def main(quick: bool) -> None:
     print(header(anchors))
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "bench.db")
+        sampler = RawSampler(tmp)
         base = statistics.median([await direct(calls) for _ in range(repeats)])
         for side_effect, floor_commits, aim in ((False, 1, 2.0), (True, 2, 1.5)):
             costs, ratio = [], []
             for _ in range(repeats):
-                before = remeasure(tmp)
+                before = sampler.sample()
                 cost = (await b1(path, calls, side_effect) - base) * 1e6
-                beside = bracket(before, remeasure(tmp)).commit_1_us
+                beside = bracket(before, sampler.sample()).commit_1_us
                 costs.append(cost)
                 ratio.append(cost / (beside * floor_commits))
             name = "SIDE_EFFECT (marker + result)" if side_effect else "READ_ONLY (result)"
@@ -112,11 +113,11 @@ async def main(quick: bool) -> None:
             )
         rates, commits, ratio = [], [], []
         for _ in range(repeats):
-            before = remeasure(tmp)
+            before = sampler.sample()
             rate, used = await b4(path, runs, 4)
             rates.append(rate)
             commits.append(used)
-            ratio.append(rate / bracket(before, remeasure(tmp)).rows_per_s_batched)
+            ratio.append(rate / bracket(before, sampler.sample()).rows_per_s_batched)
         print(
             f"B4 {runs} concurrent runs x 5 records: {spread([r / 1000 for r in rates])}"
             " k records/s"
@@ -125,10 +126,10 @@ async def main(quick: bool) -> None:
         )
         handoff, floor_ratio = [], []
         for _ in range(repeats):
-            before = remeasure(tmp)
+            before = sampler.sample()
             rate = await b4_handoff(path, runs, 4)
             handoff.append(rate)
-            floor_ratio.append(rate / bracket(before, remeasure(tmp)).rows_per_s_batched)
+            floor_ratio.append(rate / bracket(before, sampler.sample()).rows_per_s_batched)
         print(
             f"B4 floor of the design (same, the writer skipping its SQL): "
             f"{spread([r / 1000 for r in handoff])} k records/s; "
