@@ -1,4 +1,4 @@
-"""SQLite underneath the journal: connection setup, and the group-commit writer thread.
+"""SQLite underneath the journal: connection setup, the read connections, the group-commit writer.
 
 Every connection (the writer's, the readers', the migrator's) is set up by ``configure``: WAL,
 ``synchronous=FULL`` (an attempt marker lost to a power cut would allow a double fire), a busy
@@ -248,9 +248,9 @@ class Writer:
     (a lock outlasting the busy timeout, a full disk) fails every caller in it, and nothing of
     it is committed. Callers on other event loops or threads are not supported.
 
-    A batch is applied with a handful of set-wise statements, not a few per record: the thread
-    gives up the GIL around every SQLite call, and while the event loop is busy each time it
-    takes it back can cost up to the interpreter's switch interval.
+    A batch is applied with a handful of set-wise statements rather than a few per record:
+    every SQLite call gives up the GIL and must win it back from a busy event loop, and the
+    Python around each statement competes with that loop too.
     """
 
     def __init__(self, path: str, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS):
