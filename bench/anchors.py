@@ -46,13 +46,13 @@ def versions() -> str:
     return ", ".join(parts)
 
 
-def measure(directory: str | None = None) -> Anchors:
+def measure(directory: str | None = None, *, ones: int = 500, batches: int = 50) -> Anchors:
     with tempfile.TemporaryDirectory(dir=directory) as tmp:
         path = os.path.join(tmp, "fsync.bin")
         fd = os.open(path, os.O_WRONLY | os.O_CREAT)
         samples = []
         try:
-            for _ in range(200):
+            for _ in range(200 if ones >= 500 else 20):
                 os.write(fd, b"x" * 64)
                 t = time.perf_counter()
                 os.fsync(fd)
@@ -69,7 +69,7 @@ def measure(directory: str | None = None) -> Anchors:
         )
         payload = "x" * 200
         one = []
-        for i in range(500):
+        for i in range(ones):
             t = time.perf_counter()
             conn.execute("BEGIN IMMEDIATE")
             conn.execute(
@@ -78,7 +78,7 @@ def measure(directory: str | None = None) -> Anchors:
             conn.execute("COMMIT")
             one.append(time.perf_counter() - t)
         hundred = []
-        for b in range(50):
+        for b in range(batches):
             rows = [("b", f"{b}-{i}", payload) for i in range(100)]
             t = time.perf_counter()
             conn.execute("BEGIN IMMEDIATE")
@@ -90,6 +90,55 @@ def measure(directory: str | None = None) -> Anchors:
         fsync_us=fsync_us,
         commit_1_us=statistics.median(one) * 1e6,
         commit_100_us=statistics.median(hundred) * 1e6,
+    )
+
+
+class RawSampler:
+    """The raw anchors again, on one warmed-up file, for a reading beside each repetition.
+
+    The disk is shared: its commit latency drifts from minute to minute, so each repetition is
+    divided by the anchors sampled just before and just after it. The file is warmed past its
+    first WAL checkpoint first, since a WAL that is still growing costs more per fsync than one
+    being reused, and the journal under test is past that point too.
+    """
+
+    def __init__(self, directory: str):
+        path = os.path.join(directory, "raw-sampler.db")
+        self._conn = sqlite3.connect(path, isolation_level=None)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=FULL")
+        self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS r (seq INTEGER PRIMARY KEY, run_id TEXT, key TEXT, "
+            "payload TEXT, UNIQUE (run_id, key))"
+        )
+        self._n = 0
+        for _ in range(6):
+            self.sample()
+
+    def _commit(self, rows: int) -> float:
+        self._n += 1
+        batch = [("a", f"{self._n}-{i}", "x" * 200) for i in range(rows)]
+        t = time.perf_counter()
+        self._conn.execute("BEGIN IMMEDIATE")
+        self._conn.executemany("INSERT INTO r (run_id, key, payload) VALUES (?, ?, ?)", batch)
+        self._conn.execute("COMMIT")
+        return time.perf_counter() - t
+
+    def sample(self) -> Anchors:
+        one = statistics.median(self._commit(1) for _ in range(100))
+        hundred = statistics.median(self._commit(100) for _ in range(20))
+        return Anchors(fsync_us=0.0, commit_1_us=one * 1e6, commit_100_us=hundred * 1e6)
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def bracket(before: Anchors, after: Anchors) -> Anchors:
+    """The mean of the anchors measured just before and just after one repetition."""
+    return Anchors(
+        fsync_us=(before.fsync_us + after.fsync_us) / 2,
+        commit_1_us=(before.commit_1_us + after.commit_1_us) / 2,
+        commit_100_us=(before.commit_100_us + after.commit_100_us) / 2,
     )
 
 

@@ -1,4 +1,4 @@
-"""SQLite underneath the journal: connection setup, and the group-commit writer thread.
+"""SQLite underneath the journal: connection setup, the read connections, the group-commit writer.
 
 Every connection (the writer's, the readers', the migrator's) is set up by ``configure``: WAL,
 ``synchronous=FULL`` (an attempt marker lost to a power cut would allow a double fire), a busy
@@ -10,13 +10,15 @@ transaction, and only then tells each caller.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import queue
 import sqlite3
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
@@ -24,12 +26,21 @@ from runtime import faults
 from runtime.errors import FormatError, StorageError
 from runtime.journal import schema
 
-__all__ = ["BUSY_TIMEOUT_MS", "AppendOp", "CreateOp", "IndexOp", "Writer", "configure"]
+__all__ = [
+    "BUSY_TIMEOUT_MS",
+    "AppendOp",
+    "CreateOp",
+    "IndexOp",
+    "Readers",
+    "Writer",
+    "configure",
+]
 
 log = structlog.get_logger(__name__)
 
+_T = TypeVar("_T")
+
 BUSY_TIMEOUT_MS = 10_000
-MAX_BATCH = 512
 
 
 def configure(dbapi_connection: Any, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
@@ -48,34 +59,82 @@ def configure(dbapi_connection: Any, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) 
         cursor.close()
 
 
-# One statement text per operation, compiled once from the Core tables so the writer, which
-# runs on the standard-library driver for speed, cannot drift from the schema.
-def _sql() -> dict[str, str]:
-    r, u = schema.records, schema.runs
-    return {
-        "insert": (
-            f"INSERT INTO {r.name} (run_id, key, kind, codec, payload, created_ms) "
-            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, key) DO NOTHING"
-        ),
-        "select": (
-            f"SELECT seq, kind, codec, payload, created_ms FROM {r.name} "
-            "WHERE run_id = ? AND key = ?"
-        ),
-        "exists": f"SELECT 1 FROM {r.name} WHERE run_id = ? AND key = ?",
-        "touch": f"UPDATE {u.name} SET updated_ms = ? WHERE run_id = ?",
-        "create_run": (
-            f"INSERT INTO {u.name} (run_id, format, created_ms, updated_ms, status, agent, turns) "
-            "VALUES (?, ?, ?, ?, ?, ?, 0) ON CONFLICT (run_id) DO NOTHING"
-        ),
-        "header": f"SELECT payload FROM {r.name} WHERE run_id = ? AND key = 'header'",
-    }
+# Statement texts, compiled from the Core tables' names so the writer, which runs on the
+# standard-library driver for speed, cannot drift from the schema. A batch's rows go into a few
+# multi-row statements whose row counts are powers of two (a short list is padded by repeating
+# its last row, which changes nothing), so the connection's statement cache stays small.
+_R, _U = schema.records.name, schema.runs.name
+_RECORD_COLUMNS = ("seq", "run_id", "key", "kind", "codec", "payload", "created_ms")
+INDEX_COLUMNS = ("status", "agent", "turns", "detail")
+"""The run-index columns an append or ``update_index`` may set."""
+
+UPDATE_FROM = sqlite3.sqlite_version_info >= (3, 33, 0)
+"""SQLite understands ``UPDATE ... FROM`` (older versions take a slower correlated update)."""
 
 
-SQL = _sql()
-INDEX_COLUMNS = frozenset({"status", "agent", "turns", "detail"})
+def _rows(width: int, n: int) -> str:
+    row = "(" + ", ".join("?" * width) + ")"
+    return ", ".join([row] * n)
+
+
+@functools.cache
+def probe_sql(n: int) -> str:
+    """The records under ``n`` (run_id, key) pairs, and first a row holding only max(seq)."""
+    columns = ", ".join(f"r.{c}" for c in _RECORD_COLUMNS)
+    # CROSS JOIN keeps the probe list as the outer loop: one unique-index search per pair.
+    return (
+        f"SELECT max(seq), NULL, NULL, NULL, NULL, NULL, NULL FROM {_R} UNION ALL "
+        f"SELECT {columns} FROM (VALUES {_rows(2, n)}) AS p "
+        f"CROSS JOIN {_R} AS r ON r.run_id = p.column1 AND r.key = p.column2"
+    )
+
+
+@functools.cache
+def insert_records_sql(n: int) -> str:
+    # DO NOTHING only ever meets padding: the probe, under the write lock, decided the winners,
+    # and the writer checks that every row it meant to insert was inserted.
+    return (
+        f"INSERT INTO {_R} ({', '.join(_RECORD_COLUMNS)}) VALUES {_rows(7, n)} "
+        "ON CONFLICT DO NOTHING"
+    )
+
+
+@functools.cache
+def insert_runs_sql(n: int) -> str:
+    return (
+        f"INSERT INTO {_U} (run_id, format, created_ms, updated_ms, status, agent, turns) "
+        f"VALUES {_rows(7, n)} ON CONFLICT (run_id) DO NOTHING"
+    )
+
+
+@functools.cache
+def touch_runs_sql(n: int) -> str:
+    return f"UPDATE {_U} SET updated_ms = ? WHERE run_id IN ({', '.join('?' * n)})"
+
+
+@functools.cache
+def update_runs_sql(n: int, update_from: bool) -> str:
+    """Set the index columns whose bit is in ``m`` and ``updated_ms``, for ``n`` runs."""
+    values = f"WITH v(run_id, m, {', '.join(INDEX_COLUMNS)}) AS (VALUES {_rows(6, n)}) "
+    if update_from:
+        sets = ", ".join(
+            f"{c} = CASE WHEN v.m & {1 << i} THEN v.{c} ELSE {_U}.{c} END"
+            for i, c in enumerate(INDEX_COLUMNS)
+        )
+        return f"{values}UPDATE {_U} SET {sets}, updated_ms = ? FROM v WHERE {_U}.run_id = v.run_id"
+    this = f"FROM v WHERE v.run_id = {_U}.run_id"
+    sets = ", ".join(
+        f"{c} = CASE WHEN (SELECT v.m & {1 << i} {this}) THEN (SELECT v.{c} {this}) ELSE {c} END"
+        for i, c in enumerate(INDEX_COLUMNS)
+    )
+    return f"{values}UPDATE {_U} SET {sets}, updated_ms = ? WHERE run_id IN (SELECT run_id FROM v)"
+
 
 Row = tuple[int, str, str, str, int]
-"""A record as the writer returns it: seq, kind, codec, payload text, created_ms."""
+"""A record as the writer reads it: seq, kind, codec, payload text, created_ms.
+
+An append's outcome is ``(won, watched, *row)``, or ``(False, watched)`` when its ``unless``
+guard refused it."""
 
 
 @dataclass(slots=True)
@@ -115,12 +174,83 @@ class IndexOp:
 Op = AppendOp | CreateOp | IndexOp
 
 
+class Readers:
+    """Read connections of a journal, each used by one worker thread at a time.
+
+    Reads run in ``asyncio.to_thread``: a query never blocks the event loop, and in WAL mode it
+    never waits for the writer. Idle connections are kept for the next read.
+    """
+
+    def __init__(self, path: str, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS, keep: int = 4):
+        self.path = path
+        self._busy_timeout_ms = busy_timeout_ms
+        self._keep = keep
+        self._idle: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    async def run(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """``fn(connection, *args)`` in a worker thread; SQLite errors become StorageError."""
+        if self._closed:
+            raise StorageError(f"journal {self.path} is closed")
+        return await asyncio.to_thread(self._call, fn, *args)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+    def _call(self, fn: Callable[..., _T], *args: Any) -> _T:
+        try:
+            conn = self._take()
+            try:
+                return fn(conn, *args)
+            finally:
+                self._give(conn)
+        except sqlite3.Error as exc:
+            raise _storage_error(self.path, exc) from exc
+
+    def _take(self) -> sqlite3.Connection:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            configure(conn, busy_timeout_ms=self._busy_timeout_ms)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _give(self, conn: sqlite3.Connection) -> None:
+        with self._lock:
+            if not self._closed and len(self._idle) < self._keep:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+
+class _Failed:
+    """One op's own failure inside a batch that otherwise commits (an unknown run format)."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException):
+        self.error = error
+
+
 class Writer:
     """One thread that group-commits the appends of every run of a journal.
 
     A caller is resolved only after the commit holding its record; a batch that fails to commit
     (a lock outlasting the busy timeout, a full disk) fails every caller in it, and nothing of
     it is committed. Callers on other event loops or threads are not supported.
+
+    A batch is applied with a handful of set-wise statements rather than a few per record:
+    every SQLite call gives up the GIL and must win it back from a busy event loop, and the
+    Python around each statement competes with that loop too.
     """
 
     def __init__(self, path: str, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS):
@@ -130,8 +260,8 @@ class Writer:
         self._queue: queue.SimpleQueue[tuple[Op, asyncio.Future[Any]] | None] = queue.SimpleQueue()
         self._loop = asyncio.get_running_loop()
         self._closed = False
-        self._writes = 0
         self._ready: asyncio.Future[None] = self._loop.create_future()
+        self._limit = 999
         self._thread = threading.Thread(target=self._run, name=f"bide-writer:{path}", daemon=True)
 
     async def start(self) -> None:
@@ -156,13 +286,16 @@ class Writer:
 
     def _run(self) -> None:
         try:
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            conn = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, cached_statements=256
+            )
             configure(conn, busy_timeout_ms=self._busy_timeout_ms)
+            self._limit = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
         except (sqlite3.Error, StorageError) as exc:
             error = _storage_error(self.path, exc)
-            self._loop.call_soon_threadsafe(_fail_all, [(None, self._ready)], error)
+            self._loop.call_soon_threadsafe(_settle, [(_Failed(error), self._ready)])
             return
-        self._loop.call_soon_threadsafe(_resolve_all, [(None, self._ready)])
+        self._loop.call_soon_threadsafe(_settle, [(None, self._ready)])
         try:
             self._serve(conn)
         finally:
@@ -201,23 +334,18 @@ class Writer:
     def _commit(
         self, conn: sqlite3.Connection, batch: list[tuple[Op, asyncio.Future[Any]]]
     ) -> None:
-        results: list[tuple[Any, asyncio.Future[Any]]] = []
-        records = sum(isinstance(op, AppendOp | CreateOp) for op, _ in batch)
+        ops = [op for op, _ in batch]
+        records = len(ops) - sum(type(op) is IndexOp for op in ops)
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                now = time.time_ns() // 1_000_000
-                for op, future in batch:
-                    results.append((self._apply(conn, op, now), future))
+                outcomes = _apply(conn, ops, time.time_ns() // 1_000_000, self._limit)
                 faults.crashpoint("write.before_commit", records)
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 raise
-        except FormatError as exc:
-            # One op named a run of an unknown format: fail it alone and retry the rest.
-            self._retry_without(conn, batch, exc)
-            return
         except (sqlite3.Error, StorageError) as exc:
             error = _storage_error(self.path, exc)
             log.warning("journal_commit_failed", path=self.path, error=str(error))
@@ -226,79 +354,171 @@ class Writer:
         self.commits += 1
         faults.crashpoint("write.after_commit", records)
         faults.crashpoint("writer.after_commit")
-        self._loop.call_soon_threadsafe(_resolve_all, results)
+        self._loop.call_soon_threadsafe(
+            _settle, list(zip(outcomes, [f for _, f in batch], strict=True))
+        )
 
-    def _retry_without(
-        self,
-        conn: sqlite3.Connection,
-        batch: list[tuple[Op, asyncio.Future[Any]]],
-        exc: FormatError,
-    ) -> None:
-        bad = [(op, f) for op, f in batch if getattr(op, "run_id", None) == exc.run_id]
-        rest = [(op, f) for op, f in batch if getattr(op, "run_id", None) != exc.run_id]
-        self._loop.call_soon_threadsafe(_fail_all, bad, exc)
-        if rest:
-            self._commit(conn, rest)
 
-    def _apply(self, conn: sqlite3.Connection, op: Op, now: int) -> Any:
-        if isinstance(op, AppendOp):
-            return self._append(conn, op, now)
-        if isinstance(op, CreateOp):
-            return self._create(conn, op, now)
-        return self._index(conn, op, now)
+MAX_BATCH = 1024
+"""Ops taken into one transaction at most. Larger batches keep more objects alive at once (the
+cyclic collector then promotes and rescans them) for no fewer fsyncs once a batch is this big."""
 
-    def _append(self, conn: sqlite3.Connection, op: AppendOp, now: int) -> Any:
-        if op.check_header:
-            _check_header(conn, op.run_id)
-        if op.unless is not None and conn.execute(SQL["exists"], (op.run_id, op.unless)).fetchone():
-            won, row = False, None
-        else:
-            cursor = conn.execute(
-                SQL["insert"], (op.run_id, op.key, op.kind, op.codec, op.payload, now)
-            )
-            won = cursor.rowcount == 1
-            if won:
-                row = (cursor.lastrowid, op.kind, op.codec, op.payload, now)
+MAX_CHUNK = 256
+"""Rows per multi-row statement at most (fewer if the host allows fewer parameters). A prepared
+1,024-row insert holds ~1.3 MB in the statement cache; 256 rows keep the cache near 1 MB in all
+for a few more statements per large batch."""
+
+_MASK = {c: 1 << i for i, c in enumerate(INDEX_COLUMNS)}
+
+
+@functools.cache
+def chunk_rows(limit: int, width: int) -> int:
+    """The largest power of two of rows of ``width`` values that fits ``limit`` parameters."""
+    rows = 1
+    while rows * 2 * width + 1 <= limit and rows < MAX_CHUNK:
+        rows *= 2
+    return rows
+
+
+def _apply(conn: sqlite3.Connection, ops: list[Op], now: int, limit: int) -> list[Any]:
+    """Apply a batch inside the open transaction, as if its ops ran one by one in order.
+
+    One probe reads every key the batch inserts, guards on or watches, and the highest seq;
+    each op's outcome is then decided here, in order, from what existed before the batch and
+    what earlier ops of it inserted; the winners are inserted with the next seqs (the write lock
+    is held, so nothing comes between the probe and the inserts); each touched run's index row
+    is updated once. This loop runs once per record while the event loop competes for the GIL:
+    it is written for speed (flat parameter lists, no per-row helpers).
+    """
+    wanted: dict[tuple[str, str], None] = {}
+    for op in ops:
+        if type(op) is AppendOp:
+            run_id = op.run_id
+            wanted[run_id, op.key] = None
+            if op.unless is not None:
+                wanted[run_id, op.unless] = None
+            if op.watch is not None:
+                wanted[run_id, op.watch] = None
+            if op.check_header:
+                wanted[run_id, "header"] = None
+        elif type(op) is CreateOp:
+            wanted[op.run_id, "header"] = None
+    present: dict[tuple[str, str], Row] = {}
+    seq = 0
+    probes = [v for pair in wanted for v in pair] or ["", ""]
+    for part in _padded(probes, 2, chunk_rows(limit, 2)):
+        for found in conn.execute(probe_sql(len(part) // 2), part):
+            if found[1] is None:
+                seq = found[0] or 0
             else:
-                row = conn.execute(SQL["select"], (op.run_id, op.key)).fetchone()
+                present[found[1], found[2]] = (found[0], *found[3:])
+    inserts: list[Any] = []  # flat: seven values per record
+    created: list[Any] = []  # flat: seven values per run
+    index: dict[str, dict[str, Any]] = {}
+    outcomes: list[Any] = []
+    outcome = outcomes.append
+    for op in ops:
+        if type(op) is AppendOp:
+            run_id = op.run_id
+            if op.check_header:
+                header = present.get((run_id, "header"))
+                try:
+                    check_format(run_id, None if header is None else header[3])
+                except FormatError as exc:
+                    outcome(_Failed(exc))
+                    continue
+            if op.unless is not None and (run_id, op.unless) in present:
+                outcome((False, op.watch is not None and (run_id, op.watch) in present))
+                continue
+            k = (run_id, op.key)
+            record = present.get(k)
+            won = record is None
+            if record is None:
+                seq += 1
+                key, kind, codec, payload = op.key, op.kind, op.codec, op.payload
+                record = present[k] = (seq, kind, codec, payload, now)
+                inserts += (seq, run_id, key, kind, codec, payload, now)
+            fields = index.get(run_id)
+            if fields is None:
+                fields = index[run_id] = {}
             if op.index:
-                self._index(conn, IndexOp(op.run_id, op.index), now)
-            else:
-                conn.execute(SQL["touch"], (now, op.run_id))
-        watched = (
-            op.watch is not None
-            and conn.execute(SQL["exists"], (op.run_id, op.watch)).fetchone() is not None
-        )
-        return won, row, watched
+                fields.update(op.index)
+            # Flat and atomic, so the collector stops tracking it at its first look.
+            outcome((won, op.watch is not None and (run_id, op.watch) in present, *record))
+        elif type(op) is CreateOp:
+            run_id = op.run_id
+            k = (run_id, "header")
+            header = present.get(k)
+            if header is None:
+                seq += 1
+                present[k] = (seq, "header", "json", op.header, now)
+                inserts += (seq, run_id, "header", "header", "json", op.header, now)
+                created += (run_id, schema.FORMAT_VERSION, now, now, "running", op.agent, 0)
+                outcome(True)
+                continue
+            try:
+                check_format(run_id, header[3])
+            except FormatError as exc:
+                outcome(_Failed(exc))
+                continue
+            outcome(False)
+        else:
+            assert isinstance(op, IndexOp)
+            unknown = set(op.fields).difference(INDEX_COLUMNS)
+            if unknown:
+                outcome(_Failed(StorageError(f"unknown run index columns {sorted(unknown)}")))
+                continue
+            index.setdefault(op.run_id, {}).update(op.fields)
+            outcome(None)
+    if inserts:
+        before = conn.total_changes
+        for part in _padded(inserts, 7, chunk_rows(limit, 7)):
+            conn.execute(insert_records_sql(len(part) // 7), part)
+        if conn.total_changes - before != len(inserts) // 7:
+            raise StorageError("the journal changed under the write lock; nothing was committed")
+    for part in _padded(created, 7, chunk_rows(limit, 7)):
+        conn.execute(insert_runs_sql(len(part) // 7), part)
+    if index:
+        _update_runs(conn, index, now, limit)
+    return outcomes
 
-    def _create(self, conn: sqlite3.Connection, op: CreateOp, now: int) -> Any:
-        cursor = conn.execute(
-            SQL["insert"], (op.run_id, "header", "header", "json", op.header, now)
-        )
-        if cursor.rowcount == 1:
-            conn.execute(
-                SQL["create_run"],
-                (op.run_id, schema.FORMAT_VERSION, now, now, "running", op.agent),
-            )
-            return True
-        _check_header(conn, op.run_id)
-        return False
 
-    def _index(self, conn: sqlite3.Connection, op: IndexOp, now: int) -> None:
-        unknown = set(op.fields) - INDEX_COLUMNS
-        if unknown:
-            raise StorageError(f"unknown run index columns {sorted(unknown)}")
-        columns = sorted(op.fields)
-        assignments = ", ".join([*(f"{c} = ?" for c in columns), "updated_ms = ?"])
-        conn.execute(
-            f"UPDATE {schema.runs.name} SET {assignments} WHERE run_id = ?",
-            (*(op.fields[c] for c in columns), now, op.run_id),
-        )
+def _update_runs(
+    conn: sqlite3.Connection, index: dict[str, dict[str, Any]], now: int, limit: int
+) -> None:
+    """Set each touched run's changed index columns (the batch's last value) and updated_ms."""
+    touched: list[Any] = []
+    changed: list[Any] = []  # flat: run_id, mask of the columns set, then the four columns
+    for run_id, fields in index.items():
+        if not fields:
+            touched.append(run_id)
+            continue
+        mask = 0
+        for column in fields:
+            mask |= _MASK[column]
+        get = fields.get
+        changed += (run_id, mask, get("status"), get("agent"), get("turns"), get("detail"))
+    for part in _padded(touched, 1, chunk_rows(limit, 1)):
+        conn.execute(touch_runs_sql(len(part)), [now, *part])
+    # Without UPDATE ... FROM each row is found by a scan of the VALUES list: keep lists short.
+    rows = chunk_rows(limit, 6) if UPDATE_FROM else min(chunk_rows(limit, 6), 64)
+    for part in _padded(changed, 6, rows):
+        part.append(now)
+        conn.execute(update_runs_sql(len(part) // 6, UPDATE_FROM), part)
 
 
-def _check_header(conn: sqlite3.Connection, run_id: str) -> None:
-    row = conn.execute(SQL["header"], (run_id,)).fetchone()
-    check_format(run_id, None if row is None else row[0])
+def _padded(values: list[Any], width: int, rows: int) -> Iterator[list[Any]]:
+    """A flat list of rows of ``width`` values, as slices of at most ``rows`` rows whose row
+    count is a power of two: the last slice repeats its last row to get there."""
+    step = rows * width
+    for i in range(0, len(values), step):
+        part = values[i : i + step]
+        n = len(part) // width
+        size = 1
+        while size < n:
+            size *= 2
+        part.extend(part[-width:] * (size - n))
+        yield part
 
 
 def check_format(run_id: str, header_payload: str | None) -> None:
@@ -328,9 +548,13 @@ def _storage_error(path: str, exc: BaseException) -> StorageError:
     return error
 
 
-def _resolve_all(results: list[tuple[Any, asyncio.Future[Any]]]) -> None:
-    for value, future in results:
-        if not future.done():
+def _settle(outcomes: list[tuple[Any, asyncio.Future[Any]]]) -> None:
+    for value, future in outcomes:
+        if future.done():
+            continue
+        if isinstance(value, _Failed):
+            future.set_exception(value.error)
+        else:
             future.set_result(value)
 
 

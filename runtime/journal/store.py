@@ -1,20 +1,23 @@
 """The store: per-run append-only records with insert-if-absent keys, over one SQLite file.
 
-Writes go through the group-commit writer (``sqlite.Writer``); reads go through SQLAlchemy Core on
-aiosqlite, on their own connections, so they never queue behind writes.
+Writes go through the group-commit writer (``sqlite.Writer``). Reads are SQLAlchemy Core queries,
+compiled once to SQL and run on standard-library connections of their own in worker threads
+(``sqlite.Readers``), so they never queue behind writes nor block the event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
-from collections.abc import Mapping
+import sqlite3
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Self
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from runtime.errors import ConfigError, FormatError, ProtocolError, StorageError
 from runtime.journal import schema
@@ -24,9 +27,9 @@ from runtime.journal.sqlite import (
     AppendOp,
     CreateOp,
     IndexOp,
+    Readers,
     Writer,
     check_format,
-    configure,
 )
 
 __all__ = ["CODEC", "Appended", "Record", "RunPage", "RunRow", "Store"]
@@ -37,10 +40,52 @@ CODEC = "json"
 _encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
+def _compact_json() -> Callable[[Any], str]:
+    """``_encoder.encode``, minus the Python-level setup it repeats on every call.
+
+    The standard library builds a fresh C encoder per ``encode``; building it once halves the
+    cost of a small payload. Without a circular-reference check, a cycle ends in RecursionError,
+    which ``encode`` reports like any other non-JSON payload. Falls back to ``_encoder.encode``
+    where the C accelerator is missing or does not agree with it.
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - CPython always has it
+        return _encoder.encode
+    try:
+        iterencode = make(
+            None,
+            _encoder.default,
+            json.encoder.encode_basestring,
+            None,
+            ":",
+            ",",
+            False,
+            False,
+            False,
+        )
+    except TypeError:  # pragma: no cover - a changed private signature
+        return _encoder.encode
+    join = "".join
+
+    def fast(payload: Any) -> str:
+        return join(iterencode(payload, 0))
+
+    sample = {"a": [1, 2.5, None, True, "\u00e9\n"], "b": {"c": -0.0}, 3: "x"}
+    try:
+        if fast(sample) == _encoder.encode(sample):
+            return fast
+    except Exception:  # pragma: no cover
+        pass
+    return _encoder.encode  # pragma: no cover
+
+
+_encode = _compact_json()
+
+
 def encode(payload: Any) -> str:
     try:
-        return _encoder.encode(payload)
-    except (TypeError, ValueError) as exc:
+        return _encode(payload)
+    except (TypeError, ValueError, RecursionError) as exc:
         raise StorageError(f"a journal payload must be JSON: {exc}") from exc
 
 
@@ -104,12 +149,69 @@ class RunPage:
     """Pass as ``before=`` for the next (older) page; ``None`` on the last page."""
 
 
+class _Query:
+    """A Core select compiled once for SQLite, with its parameters in placeholder order."""
+
+    __slots__ = ("defaults", "names", "sql")
+
+    def __init__(self, statement: sa.Select[Any]):
+        compiled = statement.compile(dialect=sqlite_dialect.dialect())
+        self.sql = str(compiled)
+        self.names = tuple(compiled.positiontup or ())
+        self.defaults = compiled.params
+
+    def params(self, **values: Any) -> tuple[Any, ...]:
+        return tuple(values[n] if n in values else self.defaults[n] for n in self.names)
+
+
+_r, _u = schema.records, schema.runs
+_RUN_ID: sa.BindParameter[str] = sa.bindparam("run_id")
+_GET = _Query(
+    sa.select(_r.c.seq, _r.c.kind, _r.c.codec, _r.c.payload, _r.c.created_ms).where(
+        _r.c.run_id == _RUN_ID, _r.c.key == sa.bindparam("key")
+    )
+)
+_LOAD = _Query(
+    sa.select(_r.c.seq, _r.c.key, _r.c.kind, _r.c.codec, _r.c.payload, _r.c.created_ms)
+    .where(_r.c.run_id == _RUN_ID, _r.c.seq > sa.bindparam("after"))
+    .order_by(_r.c.seq)
+)
+_RUN_COLUMNS = (
+    _u.c.run_id,
+    _u.c.format,
+    _u.c.status,
+    _u.c.agent,
+    _u.c.turns,
+    _u.c.created_ms,
+    _u.c.updated_ms,
+    _u.c.detail,
+)
+
+
+def _list_query(status: bool, prefix: bool, before: bool) -> _Query:
+    query = sa.select(*_RUN_COLUMNS)
+    if status:
+        query = query.where(_u.c.status == sa.bindparam("status"))
+    if prefix:
+        query = query.where(_u.c.run_id.like(sa.bindparam("pattern"), escape="/"))
+    if before:
+        cursor = sa.tuple_(sa.bindparam("before_ms"), sa.bindparam("before_id"))
+        query = query.where(sa.tuple_(_u.c.created_ms, _u.c.run_id) < cursor)
+    order = query.order_by(_u.c.created_ms.desc(), _u.c.run_id.desc())
+    return _Query(order.limit(sa.bindparam("limit")))
+
+
+_LIST = {flags: _list_query(*flags) for flags in itertools.product((False, True), repeat=3)}
+"""One compiled listing per combination of filters: (status, prefix, before)."""
+_ROW = _Query(sa.select(*_RUN_COLUMNS).where(_u.c.run_id == _RUN_ID))
+
+
 class Store:
     """An open journal file. Use ``await Store.open(url)`` and ``await store.close()``."""
 
-    def __init__(self, path: str, engine: AsyncEngine, writer: Writer):
+    def __init__(self, path: str, readers: Readers, writer: Writer):
         self.path = path
-        self._engine = engine
+        self._readers = readers
         self._writer = writer
         self._verified: set[str] = set()
 
@@ -129,28 +231,18 @@ class Store:
         await asyncio.to_thread(
             ensure_schema, path, migrate=migrate, busy_timeout_ms=busy_timeout_ms
         )
-        engine = create_async_engine(
-            f"sqlite+aiosqlite:///{path}",
-            connect_args={"isolation_level": None},
-            pool_size=4,
-            max_overflow=4,
-        )
-
-        @sa.event.listens_for(engine.sync_engine, "connect")
-        def _connect(dbapi_connection: Any, _record: Any) -> None:
-            configure(dbapi_connection, busy_timeout_ms=busy_timeout_ms)
-
+        readers = Readers(path, busy_timeout_ms=busy_timeout_ms)
         writer = Writer(path, busy_timeout_ms=busy_timeout_ms)
         try:
             await writer.start()
         except BaseException:
-            await engine.dispose()
+            readers.close()
             raise
-        return cls(path, engine, writer)
+        return cls(path, readers, writer)
 
     async def close(self) -> None:
         await self._writer.close()
-        await self._engine.dispose()
+        self._readers.close()
 
     async def __aenter__(self) -> Self:
         return self
@@ -205,11 +297,11 @@ class Store:
             check_header=run_id not in self._verified,
             index=_index_fields(index) if index else None,
         )
-        won, row, watched = await self._writer.submit(op)
+        outcome = await self._writer.submit(op)
         self._verified.add(run_id)
-        if row is None:
-            return Appended(False, None, watched)
-        seq, kind_, codec, text, created_ms = row
+        if len(outcome) == 2:
+            return Appended(False, None, outcome[1])
+        won, watched, seq, kind_, codec, text, created_ms = outcome
         value = payload if won else decode(codec, text, run_id=run_id, key=key)
         return Appended(won, Record(seq, run_id, key, kind_, value, created_ms, codec), watched)
 
@@ -220,11 +312,8 @@ class Store:
     # --- reads -----------------------------------------------------------------------------
 
     async def get(self, run_id: str, key: str) -> Record | None:
-        r = schema.records
-        query = sa.select(r.c.seq, r.c.kind, r.c.codec, r.c.payload, r.c.created_ms).where(
-            r.c.run_id == run_id, r.c.key == key
-        )
-        row = await self._read_one(query)
+        params = _GET.params(run_id=run_id, key=key)
+        row = await self._readers.run(_fetchone, _GET.sql, params)
         if row is None:
             return None
         if run_id not in self._verified and key != "header":
@@ -236,13 +325,11 @@ class Store:
 
     async def check_run(self, run_id: str) -> bool:
         """True if the run exists; ``FormatError`` if it is written in an unknown format."""
-        r = schema.records
-        row = await self._read_one(
-            sa.select(r.c.payload).where(r.c.run_id == run_id, r.c.key == "header")
-        )
+        params = _GET.params(run_id=run_id, key="header")
+        row = await self._readers.run(_fetchone, _GET.sql, params)
         if row is None:
             return False
-        check_format(run_id, row[0])
+        check_format(run_id, row[3])
         self._verified.add(run_id)
         return True
 
@@ -254,29 +341,7 @@ class Store:
         """
         if run_id not in self._verified and not await self.check_run(run_id):
             return []
-        r = schema.records
-        query = (
-            sa.select(r.c.seq, r.c.key, r.c.kind, r.c.codec, r.c.payload, r.c.created_ms)
-            .where(r.c.run_id == run_id, r.c.seq > after)
-            .order_by(r.c.seq)
-        )
-        try:
-            async with self._engine.connect() as conn:
-                rows = (await conn.execute(query)).all()
-        except sa.exc.OperationalError as exc:
-            raise StorageError(f"journal {self.path}: {exc.orig}") from exc
-        return [
-            Record(
-                seq,
-                run_id,
-                key,
-                kind,
-                decode(codec, text, run_id=run_id, key=key),
-                created_ms,
-                codec,
-            )
-            for seq, key, kind, codec, text, created_ms in rows
-        ]
+        return await self._readers.run(_load, run_id, after)
 
     async def list_runs(
         self,
@@ -289,27 +354,14 @@ class Store:
         """Runs newest first, filtered by index status and run-id prefix, one page at a time."""
         if limit < 1:
             raise ConfigError("limit must be at least 1")
-        u = schema.runs
-        query = sa.select(
-            u.c.run_id,
-            u.c.format,
-            u.c.status,
-            u.c.agent,
-            u.c.turns,
-            u.c.created_ms,
-            u.c.updated_ms,
-            u.c.detail,
-        )
-        if status is not None:
-            query = query.where(u.c.status == status)
+        values: dict[str, Any] = {"limit": limit + 1, "status": status}
         if prefix:
-            query = query.where(u.c.run_id.startswith(prefix, autoescape=True))
+            escaped = prefix.replace("/", "//").replace("%", "/%").replace("_", "/_")
+            values["pattern"] = escaped + "%"
         if before is not None:
-            created_ms, run_id = _parse_cursor(before)
-            query = query.where(sa.tuple_(u.c.created_ms, u.c.run_id) < (created_ms, run_id))
-        query = query.order_by(u.c.created_ms.desc(), u.c.run_id.desc()).limit(limit + 1)
-        async with self._engine.connect() as conn:
-            rows = (await conn.execute(query)).all()
+            values["before_ms"], values["before_id"] = _parse_cursor(before)
+        query = _LIST[(status is not None, bool(prefix), before is not None)]
+        rows = await self._readers.run(_fetchall, query.sql, query.params(**values))
         runs = [_run_row(row) for row in rows[:limit]]
         cursor = None
         if len(rows) > limit:
@@ -319,27 +371,39 @@ class Store:
 
     async def run_row(self, run_id: str) -> RunRow | None:
         """The run's row in the index, if the run exists."""
-        u = schema.runs
-        row = await self._read_one(
-            sa.select(
-                u.c.run_id,
-                u.c.format,
-                u.c.status,
-                u.c.agent,
-                u.c.turns,
-                u.c.created_ms,
-                u.c.updated_ms,
-                u.c.detail,
-            ).where(u.c.run_id == run_id)
-        )
+        row = await self._readers.run(_fetchone, _ROW.sql, _ROW.params(run_id=run_id))
         return None if row is None else _run_row(row)
 
-    async def _read_one(self, query: sa.Select[Any]) -> Any:
-        try:
-            async with self._engine.connect() as conn:
-                return (await conn.execute(query)).first()
-        except sa.exc.OperationalError as exc:
-            raise StorageError(f"journal {self.path}: {exc.orig}") from exc
+
+def _run_row(row: Any) -> RunRow:
+    run_id, fmt, status, agent, turns, created_ms, updated_ms, detail = row
+    return RunRow(
+        run_id,
+        fmt,
+        status,
+        agent,
+        turns,
+        created_ms,
+        updated_ms,
+        json.loads(detail) if detail else None,
+    )
+
+
+def _fetchone(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...]) -> Any:
+    return conn.execute(sql, params).fetchone()
+
+
+def _fetchall(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...]) -> list[Any]:
+    return conn.execute(sql, params).fetchall()
+
+
+def _load(conn: sqlite3.Connection, run_id: str, after: int) -> list[Record]:
+    # Decoded in the reader's thread, straight from the cursor: one pass, no row objects.
+    rows = conn.execute(_LOAD.sql, _LOAD.params(run_id=run_id, after=after))
+    return [
+        Record(seq, run_id, key, kind, decode(codec, text, run_id=run_id, key=key), ms, codec)
+        for seq, key, kind, codec, text, ms in rows
+    ]
 
 
 def _check_run_id(run_id: object) -> None:
@@ -359,17 +423,3 @@ def _parse_cursor(cursor: str) -> tuple[int, str]:
     if not sep or not created.isdigit():
         raise ConfigError(f"invalid page cursor {cursor!r}")
     return int(created), run_id
-
-
-def _run_row(row: Any) -> RunRow:
-    run_id, fmt, status, agent, turns, created_ms, updated_ms, detail = row
-    return RunRow(
-        run_id,
-        fmt,
-        status,
-        agent,
-        turns,
-        created_ms,
-        updated_ms,
-        json.loads(detail) if detail else None,
-    )
