@@ -380,12 +380,18 @@ class _Drive:
         waits = tuple(o for o in outcomes if isinstance(o, Waiting))
         if halts:
             await self.store.update_index(
-                self.run_id, status="halted", detail={"halts": [h.to_json() for h in halts]}
+                self.run_id,
+                unless=R.END,  # another driver may have finished the run meanwhile
+                status="halted",
+                detail={"halts": [h.to_json() for h in halts]},
             )
             return self._result(RunStatus.HALTED, halts=halts, waiting=waits)
         if waits:
             await self.store.update_index(
-                self.run_id, status="waiting", detail={"waiting": [w.to_json() for w in waits]}
+                self.run_id,
+                unless=R.END,
+                status="waiting",
+                detail={"waiting": [w.to_json() for w in waits]},
             )
             return self._result(RunStatus.WAITING, waiting=waits)
         if any(o is _CANCELLED for o in outcomes):

@@ -190,7 +190,7 @@ class Journal:
         appended = await self.store.append(run_id, R.result_key(call_id, k), R.RESULT, payload)
         if appended.won and appended.record is not None:
             state.add(appended.record)
-            await self.store.update_index(run_id, status=state.status())
+            await self.store.update_index(run_id, unless=R.END, status=state.status())
             log.info("call_resolved", run_id=run_id, call_id=call_id, outcome=resolution.outcome)
             return True
         winner = appended.record.payload if appended.record else {}

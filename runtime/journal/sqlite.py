@@ -169,6 +169,9 @@ class IndexOp:
 
     run_id: str
     fields: dict[str, Any]
+    unless: str | None = None
+    """If a record under this key exists in the run, change nothing (an ended run keeps the
+    status its end marker gave it, whatever a slower driver concludes)."""
 
 
 Op = AppendOp | CreateOp | IndexOp
@@ -403,6 +406,8 @@ def _apply(conn: sqlite3.Connection, ops: list[Op], now: int, limit: int) -> lis
                 wanted[run_id, "header"] = None
         elif type(op) is CreateOp:
             wanted[op.run_id, "header"] = None
+        elif type(op) is IndexOp and op.unless is not None:
+            wanted[op.run_id, op.unless] = None
     present: dict[tuple[str, str], Row] = {}
     seq = 0
     probes = [v for pair in wanted for v in pair] or ["", ""]
@@ -468,7 +473,8 @@ def _apply(conn: sqlite3.Connection, ops: list[Op], now: int, limit: int) -> lis
             if unknown:
                 outcome(_Failed(StorageError(f"unknown run index columns {sorted(unknown)}")))
                 continue
-            index.setdefault(op.run_id, {}).update(op.fields)
+            if op.unless is None or (op.run_id, op.unless) not in present:
+                index.setdefault(op.run_id, {}).update(op.fields)
             outcome(None)
     if inserts:
         before = conn.total_changes

@@ -305,9 +305,13 @@ class Store:
         value = payload if won else decode(codec, text, run_id=run_id, key=key)
         return Appended(won, Record(seq, run_id, key, kind_, value, created_ms, codec), watched)
 
-    async def update_index(self, run_id: str, **fields: Any) -> None:
-        """Update the run's listing row (status, agent, turns, detail). Never touches a record."""
-        await self._writer.submit(IndexOp(run_id, _index_fields(fields)))
+    async def update_index(self, run_id: str, *, unless: str | None = None, **fields: Any) -> None:
+        """Update the run's listing row (status, agent, turns, detail). Never touches a record.
+
+        ``unless`` names a key whose record, if present, leaves the row as it is (checked in
+        the same transaction).
+        """
+        await self._writer.submit(IndexOp(run_id, _index_fields(fields), unless))
 
     # --- reads -----------------------------------------------------------------------------
 

@@ -239,3 +239,15 @@ async def test_run_row_finds_a_run_among_many_that_share_its_prefix(store: Store
     row = await store.run_row("r")
     assert row is not None and row.run_id == "r" and row.agent == "a"
     assert await store.run_row("nope") is None
+
+
+async def test_an_index_update_guarded_by_a_key_changes_nothing_once_that_key_exists(
+    store: Store,
+) -> None:
+    await store.create_run("r")
+    await store.update_index("r", unless="end", status="halted")
+    assert (await store.run_row("r")).status == "halted"  # type: ignore[union-attr]
+    await store.append("r", "end", "end", {"status": "completed"}, index={"status": "completed"})
+    await store.update_index("r", unless="end", status="halted", detail={"x": 1})
+    row = await store.run_row("r")
+    assert row is not None and (row.status, row.detail) == ("completed", None)
