@@ -176,6 +176,8 @@ class _Drive:
         self.cancel_requested = False
         self.semaphore = asyncio.Semaphore(agent.max_concurrency)
         self.executed = 0
+        self._messages: list[Message] = []
+        self._rendered = 0
 
     def _cancelled(self) -> bool:
         """Whether a cancel request was seen (refreshed by every write of this drive)."""
@@ -322,14 +324,18 @@ class _Drive:
         return turn
 
     def _conversation(self) -> list[Message]:
-        state = self.state
-        messages: list[Message] = [UserMessage(str(state.input))]
-        for turn in state.turns:
+        # Built incrementally: a new turn is asked for only when every call of the turns before
+        # has its result, so the messages of those turns never change once rendered.
+        state, messages = self.state, self._messages
+        if not messages:
+            messages.append(UserMessage(str(state.input)))
+        for turn in state.turns[self._rendered :]:
             messages.append(turn)
             for call in turn.tool_calls:
                 content, is_error = state.calls[call.id].message_content()
                 messages.append(ToolResultMessage(call.id, call.name, content, is_error))
-        return messages
+        self._rendered = len(state.turns)
+        return list(messages)
 
     def _check_turn(self, turn: AssistantTurn) -> None:
         seen: set[str] = set()
@@ -367,9 +373,16 @@ class _Drive:
     async def _run_calls(self, pending: Sequence[CallState]) -> RunResult | None:
         # Every call runs to its end: a halt or a failure in one never cancels a sibling
         # mid-effect, so gather with return_exceptions and decide once all have finished.
-        outcomes = await asyncio.gather(
-            *(self._guarded(c) for c in pending), return_exceptions=True
-        )
+        outcomes: list[Any]
+        if len(pending) == 1:  # the common case, without a task and a gather
+            try:
+                outcomes = [await self._guarded(pending[0])]
+            except Exception as exc:
+                outcomes = [exc]
+        else:
+            outcomes = await asyncio.gather(
+                *(self._guarded(c) for c in pending), return_exceptions=True
+            )
         for outcome in outcomes:
             if isinstance(outcome, asyncio.CancelledError):
                 raise outcome
