@@ -10,6 +10,7 @@ itself. Each broken promise is a violation, with the schedule's seed to replay i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import fcntl
 import json
@@ -206,7 +207,8 @@ class _Attempt:
         self.kill_times: list[int] = []
         self._journal: Journal | None = None
         self.resolve_crashes = list(schedule.resolve_crashes)
-        self.halted_seen: set[tuple[str, str, int]] = set()
+        self.halted_seen: set[tuple[str, str, object]] = set()
+        """(run, call, attempt or driver) of every halt seen."""
         self.settings = agents.Settings(
             ledger=str(self.ledger_path),
             jitter_ms=schedule.jitter_ms,
@@ -275,21 +277,26 @@ class _Attempt:
             argv = ["-m", "tests.crash.multi", "--db", str(self.db), "--agent", s.spec, *s.run_ids]
             return [await self._spawn("multi", argv, crash=crash, kill=kill)]
         (run_id,) = s.run_ids
-        if first:
+        # Killed before its start record was committed, a run has no input or agent to resume
+        # with: the operator runs it again with the same input (see test_never_started.py).
+        if first or (await self._state(run_id)).start is None:
             words = ["run", "--run-id", run_id, "--agent", s.spec, "--json"]
-            words.append(agents.run_input(run_id))
-            on_begun = (run_id, s.kill_on_begun) if s.kill_on_begun else None
-            return [
-                await self._spawn(
-                    "run", self._cli(words), crash=crash, kill=kill, on_begun=on_begun
+            label, argv = (
+                ("run" if first else "rerun"),
+                self._cli([*words, agents.run_input(run_id)]),
+            )
+        else:
+            label, argv = "resume", self._cli(["resume", run_id, "--json"])
+        if s.drivers == 1 or first:
+            on_begun = (run_id, s.kill_on_begun) if first and s.kill_on_begun else None
+            return [await self._spawn(label, argv, crash=crash, kill=kill, on_begun=on_begun)]
+        # The drivers start together: they take one slot as a pair, never one after the other.
+        async with self.harness.slots:
+            return list(
+                await asyncio.gather(
+                    *(self._spawn(f"{label}{i}", argv, slot=False) for i in range(s.drivers))
                 )
-            ]
-        resume = self._cli(["resume", run_id, "--json"])
-        if s.drivers == 1:
-            return [await self._spawn("resume", resume, kill=kill)]
-        return list(
-            await asyncio.gather(*(self._spawn(f"resume{i}", resume) for i in range(s.drivers)))
-        )
+            )
 
     def _cli(self, words: list[str]) -> list[str]:
         module = "tests.crash.launch" if self.s.mutant else "runtime"
@@ -309,6 +316,7 @@ class _Attempt:
         crash: str | None = None,
         kill: float | None = None,
         on_begun: tuple[str, str] | None = None,
+        slot: bool = True,
     ) -> Child:
         self.children += 1
         name = f"{self.children:02d}-{label}"
@@ -321,7 +329,7 @@ class _Attempt:
         out_path, err_path = self.directory / f"{name}.out", self.directory / f"{name}.err"
         active = await self.harness.active_seconds(self.s) if kill is not None else 0.0
         killed_at: int | None = None
-        async with self.harness.slots:
+        async with self.harness.slots if slot else contextlib.nullcontext():
             with open(out_path, "w") as out, open(err_path, "w") as err:
                 proc = await asyncio.create_subprocess_exec(
                     sys.executable,
@@ -410,8 +418,13 @@ class _Attempt:
                 continue
             if self.s.runs == 1 and self.s.drivers == 1:
                 await self._check_cli_answer(child)
-        if len(children) > 1 and sorted(c.code or 0 for c in children) == [0, 4]:
-            self.outcome.raced = True
+        if len(children) > 1:
+            if sorted(c.code or 0 for c in children) == [0, 4]:
+                self.outcome.raced = True
+            for child in children:  # a driver that lost the race for a marker halted, safely
+                for call_id in _halted_calls(child.out):
+                    self.halted_seen.add((self.s.run_ids[0], call_id, child.label))
+                    self.outcome.halts += 1
         return ok
 
     async def _check_cli_answer(self, child: Child) -> None:
@@ -758,6 +771,15 @@ def _active_seconds(path: Path) -> float | None:
             if stamp:
                 stamps.append(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp())
     return stamps[-1] - stamps[0] if stamps else None
+
+
+def _halted_calls(out: str) -> list[str]:
+    """The calls a ``run --json`` or ``resume --json`` answer says it halted on."""
+    try:
+        answer = json.loads(out)
+    except ValueError:
+        return []
+    return [str(h.get("call_id")) for h in answer.get("halts", [])]
 
 
 def _unwrap(value: Any) -> Any:

@@ -169,13 +169,15 @@ def random_kills(count: int, base: int = RANDOM_BASE_SEED) -> list[Schedule]:
 
 def multi_runs(*, slow: bool = False) -> list[Schedule]:
     """Four runs driven by one process, killed together: by a crash point inside one run's tool,
-    and inside the writer, after a commit the runs share."""
+    and inside the writer, after a commit the runs share (group commit)."""
     g = "several runs in one process"
-    crashes = ["tool.after_effect@6", "writer.after_commit@10"]
+    # Turn 1 makes effects 1-8 of the four runs, turn 2 effects 9-16 (a charge in each run).
+    crashes = ["tool.after_effect@11", "writer.after_commit@14"]
     if slow:
-        crashes += [f"tool.after_effect@{k}" for k in (1, 3, 9, 12)]
-        crashes += [f"writer.after_commit@{k}" for k in (3, 6, 14)]
-        crashes += [f"write.before_commit@{k}" for k in (5, 11, 17, 23)]
+        crashes += [f"tool.after_effect@{k}" for k in (1, 5, 9, 13, 16, 20, 23)]
+        crashes += [f"writer.after_commit@{k}" for k in (3, 6, 10, 18, 22)]
+        crashes += [f"write.before_commit@{k}" for k in (5, 11, 17, 23, 29)]
+        crashes += [f"write.after_commit@{k}" for k in (8, 14, 20, 26)]
     out = []
     for crash in crashes:
         name = f"{crash} mixed native x4"
@@ -193,33 +195,39 @@ def multi_runs(*, slow: bool = False) -> list[Schedule]:
     return out
 
 
-def two_drivers() -> list[Schedule]:
+def two_drivers(*, slow: bool = False) -> list[Schedule]:
     """Two processes resume one run at the same time: a run cut after its first turn was
     recorded, and a halted charge resolved "not executed", whose new attempt both race for."""
     g = "two drivers at once"
-    running = "turn.after_record@1 mixed native, two drivers"
-    halted = "attempt.after_marker@3 side_effect native, two drivers"
-    return [
-        Schedule(
-            group=g,
-            name=running,
-            seed=seed_of(running),
-            script="mixed",
-            crash="turn.after_record@1",
-            drivers=2,
-            jitter_ms=JITTER_MS,
-        ),
-        Schedule(
-            group=g,
-            name=halted,
-            seed=seed_of(halted),
-            script=SE,
-            crash="attempt.after_marker@3",
-            drivers=2,
-            slow=(("c3", 1000.0),),
-            expect=frozenset({HALT, "race"}),
-        ),
-    ]
+    out = []
+    for i in range(6 if slow else 1):
+        suffix = f" #{i}" if i else ""
+        running = f"turn.after_record@1 mixed native, two drivers{suffix}"
+        out.append(
+            Schedule(
+                group=g,
+                name=running,
+                seed=seed_of(running),
+                script="mixed",
+                crash="turn.after_record@1",
+                drivers=2,
+                jitter_ms=JITTER_MS,
+            )
+        )
+        halted = f"attempt.after_marker@3 side_effect native, two drivers{suffix}"
+        out.append(
+            Schedule(
+                group=g,
+                name=halted,
+                seed=seed_of(halted),
+                script=SE,
+                crash="attempt.after_marker@3",
+                drivers=2,
+                slow=(("c3", 2000.0),),
+                expect=frozenset({HALT, "race"}),
+            )
+        )
+    return out
 
 
 def mutant_probes() -> list[Schedule]:
@@ -234,7 +242,7 @@ def every_named() -> Iterable[Schedule]:
     yield from mcp_sweep()
     yield from outlived()
     yield from multi_runs(slow=True)
-    yield from two_drivers()
+    yield from two_drivers(slow=True)
 
 
 def by_seed(seed: int) -> Schedule:

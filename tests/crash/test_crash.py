@@ -86,3 +86,8 @@ async def test_slow_several_runs_in_one_process(harness: Harness) -> None:
     await run_group(
         harness, "several runs in one process (more points)", schedules.multi_runs(slow=True)
     )
+
+
+@pytest.mark.slow
+async def test_slow_two_drivers(harness: Harness) -> None:
+    await run_group(harness, "two drivers at once (more seeds)", schedules.two_drivers(slow=True))

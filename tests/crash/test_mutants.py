@@ -45,7 +45,7 @@ async def test_every_mutant_is_caught_by_some_schedule(harness: Harness) -> None
 
 @pytest.mark.slow
 async def test_slow_how_many_schedules_catch_each_mutant(harness: Harness) -> None:
-    probes = schedules.native_points() + schedules.native_sweep()
+    probes = schedules.native_points() + schedules.mcp_points()
     for mutant, what in MUTANTS.items():
         outcomes = await harness.run_all([p.under(mutant) for p in probes])
         for outcome in outcomes:
