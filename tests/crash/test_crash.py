@@ -11,8 +11,26 @@ import time
 
 import pytest
 
+from runtime import faults
 from tests.crash import report, schedules
 from tests.crash.harness import Harness, Outcome, Schedule
+
+
+def test_the_per_commit_set_arms_every_crash_point_under_every_safety_it_applies_to() -> None:
+    """A crash point added to the runtime without a schedule fails here, not silently."""
+    armed = set()
+    for s in schedules.native_points():
+        for crash in (s.crash, *s.resolve_crashes):
+            if crash is not None:
+                armed.add((crash.partition("@")[0], s.script))
+    side_effect_only = {"attempt.before_marker", "attempt.after_marker", "resolve.before_record"}
+    wanted = {
+        (p, safety)
+        for p in faults.POINTS
+        for safety in schedules.SAFETIES
+        if p not in side_effect_only or safety == schedules.SE
+    }
+    assert wanted <= armed, sorted(wanted - armed)
 
 
 async def run_group(harness: Harness, group: str, items: list[Schedule]) -> list[Outcome]:
