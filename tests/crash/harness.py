@@ -164,7 +164,8 @@ class Harness:
         return await _Attempt(self, schedule, directory).go()
 
     async def active_seconds(self, schedule: Schedule) -> float:
-        """How long a clean drive of this configuration takes from its first log line to exit."""
+        """How long a clean drive of this configuration takes, from its first driving log line
+        to its last (measured once, by a clean schedule that is checked like any other)."""
         key = (schedule.transport, schedule.script, schedule.jitter_ms, schedule.runs)
         lock = self._measuring.setdefault(key, asyncio.Lock())
         async with lock:
@@ -174,6 +175,9 @@ class Harness:
                     name=f"clean {schedule.transport} {schedule.script} x{schedule.runs}",
                     crash=None,
                     kills=0,
+                    kill_on_begun=None,
+                    resolve_crashes=(),
+                    drivers=1,
                     expect=frozenset(),
                     mutant=None,
                 )
@@ -461,13 +465,16 @@ class _Attempt:
         records = len(state.records)  # the header too
         markers = sum(len(c.markers) for c in state.calls.values())
         results = sum(len(c.results) for c in state.calls.values())
-        fired = len(self.ledger.executions(run_id))
+        executions = self.ledger.executions(run_id)
+        fired = len(executions)
         asked = [n for n, _ in self.ledger.model_requests(run_id)]
+        latest = [c for c in state.calls.values() if c.turn == len(state.turns)]
+        untouched = not any(c.markers or c.results for c in latest) and not any(
+            e.call_id in {c.call.id for c in latest} for e in executions
+        )
         site = {
             "model.after_answer": len(state.turns) == k - 1 and asked.count(k) == 1,
-            "turn.after_record": len(state.turns) == k and results == fired == 0
-            if k == 1
-            else len(state.turns) == k,
+            "turn.after_record": len(state.turns) == k and untouched,
             "attempt.before_marker": markers < k,
             "attempt.after_marker": markers >= k and fired < k,
             "tool.after_effect": fired >= k and results < fired,

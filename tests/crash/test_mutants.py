@@ -45,6 +45,7 @@ async def test_every_mutant_is_caught_by_some_schedule(harness: Harness) -> None
 
 @pytest.mark.slow
 async def test_slow_how_many_schedules_catch_each_mutant(harness: Harness) -> None:
+    started = time.monotonic()
     probes = schedules.native_points() + schedules.mcp_points()
     for mutant, what in MUTANTS.items():
         outcomes = await harness.run_all([p.under(mutant) for p in probes])
@@ -59,3 +60,4 @@ async def test_slow_how_many_schedules_catch_each_mutant(harness: Harness) -> No
             report.worst(first) if first else "-",
         )
         assert failing, f"{what} survived every schedule"
+    report.MUTANT_SECONDS.append(time.monotonic() - started)
