@@ -56,6 +56,9 @@ class Schedule:
     """``BIDE_CRASH`` for the first drive: the child must die of it."""
     kills: int = 0
     """How many drives to SIGKILL at a seeded uniform moment across a clean drive's duration."""
+    from_spawn: bool = False
+    """Time those kills across the whole clean child, imports and journal creation included,
+    rather than from its first driving log line (where records start to be written)."""
     jitter_ms: float = 0.0
     slow: tuple[tuple[str, float], ...] = ()
     kill_on_begun: str | None = None
@@ -151,7 +154,7 @@ class Harness:
     def __init__(self, base: Path, *, jobs: int = JOBS):
         self.base = base
         self.slots = asyncio.Semaphore(jobs)
-        self._durations: dict[tuple[str, str, float, int], float] = {}
+        self._durations: dict[tuple[str, str, float, int], tuple[float, float]] = {}
         self._measuring: dict[tuple[str, str, float, int], asyncio.Lock] = {}
         self.clean: list[Outcome] = []
 
@@ -163,9 +166,10 @@ class Harness:
         directory.mkdir(parents=True, exist_ok=False)
         return await _Attempt(self, schedule, directory).go()
 
-    async def active_seconds(self, schedule: Schedule) -> float:
-        """How long a clean drive of this configuration takes, from its first driving log line
-        to its last (measured once, by a clean schedule that is checked like any other)."""
+    async def clean_seconds(self, schedule: Schedule) -> tuple[float, float]:
+        """How long a clean drive of this configuration takes: from spawn to exit, and from its
+        first driving log line to its last (measured once, by a clean schedule that is checked
+        like any other)."""
         key = (schedule.transport, schedule.script, schedule.jitter_ms, schedule.runs)
         lock = self._measuring.setdefault(key, asyncio.Lock())
         async with lock:
@@ -185,7 +189,8 @@ class Harness:
                 attempt.directory.mkdir(parents=True, exist_ok=False)
                 outcome = await attempt.go()
                 self.clean.append(outcome)
-                self._durations[key] = max(attempt.first_active or 0.05, 0.05)
+                wall, active = attempt.first_clean or (1.0, 0.05)
+                self._durations[key] = (wall, max(active, 0.05))
             return self._durations[key]
 
 
@@ -207,7 +212,7 @@ class _Attempt:
         self.rng = random.Random(schedule.seed)
         self.kills_left = schedule.kills
         self.children = 0
-        self.first_active: float | None = None
+        self.first_clean: tuple[float, float] | None = None
         self.kill_times: list[int] = []
         self._journal: Journal | None = None
         self.resolve_crashes = list(schedule.resolve_crashes)
@@ -331,7 +336,10 @@ class _Attempt:
         if self.s.mutant:
             env["BIDE_CRASH_MUTANT"] = self.s.mutant
         out_path, err_path = self.directory / f"{name}.out", self.directory / f"{name}.err"
-        active = await self.harness.active_seconds(self.s) if kill is not None else 0.0
+        delay = 0.0
+        if kill is not None:
+            wall, active = await self.harness.clean_seconds(self.s)
+            delay = kill * (wall if self.s.from_spawn else active)
         killed_at: int | None = None
         async with self.harness.slots if slot else contextlib.nullcontext():
             with open(out_path, "w") as out, open(err_path, "w") as err:
@@ -344,9 +352,11 @@ class _Attempt:
                     stdout=out,
                     stderr=err,
                 )
+            spawned = time.monotonic()
             killer = None
             if kill is not None:
-                killer = asyncio.create_task(self._kill_later(proc, err_path, kill * active))
+                anchor = None if self.s.from_spawn else err_path
+                killer = asyncio.create_task(self._kill_later(proc, anchor, delay))
             elif on_begun is not None:
                 killer = asyncio.create_task(self._kill_on_begun(proc, *on_begun))
             try:
@@ -355,14 +365,15 @@ class _Attempt:
                 _kill(proc)
                 code = await proc.wait()
                 self.outcome.violate(f"{name} did not finish within {CHILD_TIMEOUT:.0f} s")
+            wall = time.monotonic() - spawned
             if killer is not None:
                 killer.cancel()
                 try:
                     killed_at = await killer
                 except asyncio.CancelledError:
                     killed_at = None
-        if self.first_active is None and code == 0 and kill is None and crash is None:
-            self.first_active = _active_seconds(err_path)
+        if self.first_clean is None and code == 0 and kill is None and crash is None:
+            self.first_clean = (wall, _active_seconds(err_path) or 0.05)
         if killed_at is not None:
             self.kill_times.append(killed_at)
         if code == SIGKILLED:
@@ -374,8 +385,8 @@ class _Attempt:
             name, code, out_path.read_text(), err_path.read_text(), killed_at, crash is not None
         )
 
-    async def _kill_later(self, proc: Any, err_path: Path, seconds: float) -> int | None:
-        while not _has_anchor(err_path):
+    async def _kill_later(self, proc: Any, anchor: Path | None, seconds: float) -> int | None:
+        while anchor is not None and not _has_anchor(anchor):
             if proc.returncode is not None:
                 return None
             await asyncio.sleep(0.005)
@@ -505,6 +516,8 @@ class _Attempt:
         return self._journal
 
     async def _state(self, run_id: str) -> RunState:
+        if self._journal is None and not _has_schema(self.db):
+            return RunState(run_id)  # killed before its journal was created: nothing to read
         state = await (await self._open_journal()).state(run_id)
         return state if state is not None else RunState(run_id)
 
@@ -757,6 +770,18 @@ def _kill(proc: Any) -> int | None:
     except ProcessLookupError:
         return None
     return now_ms()
+
+
+def _has_schema(db: Path) -> bool:
+    """Whether a child got as far as creating the journal's schema (a peek, never a write)."""
+    if not db.exists():
+        return False
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+        try:
+            conn.execute("SELECT 1 FROM bide_records LIMIT 1")
+        except sqlite3.OperationalError:
+            return False
+    return True
 
 
 def _has_anchor(path: Path) -> bool:

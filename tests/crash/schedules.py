@@ -139,7 +139,7 @@ def outlived() -> list[Schedule]:
                 seed=seed_of(name),
                 script=s,
                 transport="mcp",
-                slow=(("c3", 700.0),),
+                slow=(("c3", 1500.0),),
                 kill_on_begun="c3",
                 expect=frozenset({"outlived"}) | CUT[s],
             )
@@ -152,13 +152,17 @@ def random_kill(seed: int, group: str = "random kills") -> Schedule:
     rng = random.Random(seed)
     transport = "mcp" if seed % 4 == 3 else "native"  # a quarter over MCP (they cost more)
     kills = 1 if rng.random() < 0.6 else 2
+    # A third are timed across the whole child, imports and journal creation included; the rest
+    # from its first driving log line, where every kill can land between records.
+    from_spawn = seed % 3 == 2
     return Schedule(
         group=group,
-        name=f"random {seed} {transport} kills={kills}",
+        name=f"random {seed} {transport} kills={kills}{' from spawn' if from_spawn else ''}",
         seed=seed,
         script="mixed",
         transport=transport,
         kills=kills,
+        from_spawn=from_spawn,
         jitter_ms=JITTER_MS,
     )
 
