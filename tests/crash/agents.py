@@ -74,14 +74,16 @@ def run_input(run_id: str) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
+    """Where the ledger is and how the tools pause; passed to children in the environment."""
+
     ledger: str
     jitter_ms: float = 0.0
     seed: str = "0"
     slow: Mapping[str, float] = dataclasses.field(default_factory=dict)
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
-        env = os.environ if environ is None else environ
+    def from_env(cls) -> Settings:
+        env = os.environ
         slow: dict[str, float] = {}
         for part in filter(None, env.get("CRASH_SLOW_CALL", "").split(",")):
             call_id, _, ms = part.partition(":")
@@ -111,6 +113,7 @@ class Settings:
 async def native_effect(
     ledger: Ledger, settings: Settings, context: ToolContext, name: str, n: int
 ) -> dict[str, Any]:
+    """A native tool's body: note the request, pause, act (committed), crash point, pause."""
     started = now_ms()
     await asyncio.to_thread(ledger.begin, context.run_id, context.call_id, name)
     before, after = settings.pauses(context.run_id, context.call_id)
