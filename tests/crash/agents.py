@@ -1,0 +1,250 @@
+"""The crash suite's agents, for ``--agent tests.crash.agents:NAME`` in child processes.
+
+Each agent plays a fixed script (``ScriptedModel``; the model is the only fake) against tools that
+write every real execution to the ledger (``tests/crash/ledger.py``): natively, in the agent's own
+process, or over MCP stdio, where the server process writes the ledger and may outlive the agent.
+
+Names: ``read_only``, ``idempotent``, ``side_effect`` (every call of that Safety) and ``mixed``
+(all three, with concurrent calls), each also as ``mcp_<name>``. Environment of the child:
+``CRASH_LEDGER`` (the ledger file), ``CRASH_JITTER_MS`` and ``CRASH_JITTER_SEED`` (tools sleep a
+seeded random time, up to that many ms, before and after their effect), ``CRASH_SLOW_CALL``
+(``c3:400``: that call sleeps 400 ms before its effect), ``CRASH_SERVER_LOCK`` (held by MCP servers
+while they live, so a test can wait for the last one to finish).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import random
+import sys
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from runtime import Agent, AssistantTurn, Safety, Tool, ToolContext, ToolSpec, UserMessage, faults
+from runtime.messages import Message
+from runtime.testing import ScriptedModel
+from runtime.tools import FunctionTool, tool
+from tests.crash.ledger import Ledger, now_ms
+
+ROOT = Path(__file__).resolve().parents[2]
+
+TOOLS: dict[str, Safety] = {
+    "lookup": Safety.READ_ONLY,
+    "upsert": Safety.IDEMPOTENT,
+    "charge": Safety.SIDE_EFFECT,
+}
+BY_SAFETY = {safety: name for name, safety in TOOLS.items()}
+FINAL = "all done"
+
+
+def _call(call_id: str, name: str, n: int) -> dict[str, Any]:
+    return {"id": call_id, "name": name, "arguments": {"n": n}}
+
+
+def _single(name: str) -> list[dict[str, Any]]:
+    """Two concurrent calls, then one alone, then the final answer: every call one Safety."""
+    return [
+        {"tool_calls": [_call("c1", name, 1), _call("c2", name, 2)]},
+        {"tool_calls": [_call("c3", name, 3)]},
+        {"text": FINAL},
+    ]
+
+
+SCRIPTS: dict[str, list[dict[str, Any]]] = {
+    "read_only": _single("lookup"),
+    "idempotent": _single("upsert"),
+    "side_effect": _single("charge"),
+    "mixed": [
+        {"tool_calls": [_call("c1", "lookup", 1), _call("c2", "upsert", 2)]},
+        {"tool_calls": [_call("c3", "charge", 3), _call("c4", "upsert", 4)]},
+        {"tool_calls": [_call("c5", "charge", 5), _call("c6", "lookup", 6)]},
+        {"text": FINAL},
+    ],
+}
+
+
+def run_input(run_id: str) -> str:
+    """A run's input names the run, so the model can ledger its requests by run."""
+    return f"run {run_id}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Where the ledger is and how the tools pause; passed to children in the environment."""
+
+    ledger: str
+    jitter_ms: float = 0.0
+    seed: str = "0"
+    slow: Mapping[str, float] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        env = os.environ
+        slow: dict[str, float] = {}
+        for part in filter(None, env.get("CRASH_SLOW_CALL", "").split(",")):
+            call_id, _, ms = part.partition(":")
+            slow[call_id] = float(ms)
+        return cls(
+            ledger=env["CRASH_LEDGER"],
+            jitter_ms=float(env.get("CRASH_JITTER_MS", "0")),
+            seed=env.get("CRASH_JITTER_SEED", "0"),
+            slow=slow,
+        )
+
+    def to_env(self) -> dict[str, str]:
+        return {
+            "CRASH_LEDGER": self.ledger,
+            "CRASH_JITTER_MS": str(self.jitter_ms),
+            "CRASH_JITTER_SEED": self.seed,
+            "CRASH_SLOW_CALL": ",".join(f"{c}:{ms}" for c, ms in self.slow.items()),
+        }
+
+    def pauses(self, run_id: str, call_id: str) -> tuple[float, float]:
+        """Seconds to sleep before and after the effect: seeded, the same on every attempt."""
+        rng = random.Random(f"{self.seed}/{run_id}/{call_id}")
+        before = rng.uniform(0, self.jitter_ms) + self.slow.get(call_id, 0.0)
+        return before / 1000, rng.uniform(0, self.jitter_ms) / 1000
+
+
+async def native_effect(
+    ledger: Ledger, settings: Settings, context: ToolContext, name: str, n: int
+) -> dict[str, Any]:
+    """A native tool's body: note the request, pause, act (committed), crash point, pause."""
+    started = now_ms()
+    await asyncio.to_thread(ledger.begin, context.run_id, context.call_id, name)
+    before, after = settings.pauses(context.run_id, context.call_id)
+    await asyncio.sleep(before)
+    value = await asyncio.to_thread(
+        lambda: ledger.execute(
+            run_id=context.run_id,
+            call_id=context.call_id,
+            tool=name,
+            safety=TOOLS[name].value,
+            key=context.idempotency_key if TOOLS[name] is Safety.IDEMPOTENT else None,
+            started_ms=started,
+            n=n,
+        )
+    )
+    faults.crashpoint("tool.after_effect")
+    await asyncio.sleep(after)
+    return value
+
+
+def native_tools(ledger: Ledger, settings: Settings) -> list[FunctionTool]:
+    def make(name: str) -> FunctionTool:
+        async def fn(n: int, context: ToolContext) -> dict[str, Any]:
+            return await native_effect(ledger, settings, context, name, n)
+
+        fn.__name__ = name
+        fn.__doc__ = f"The {TOOLS[name].value} ledger tool {name}."
+        return tool(safety=TOOLS[name])(fn)
+
+    return [make(name) for name in TOOLS]
+
+
+class LedgerModel:
+    """A ScriptedModel that writes each request to the ledger (turn memoisation is checked)."""
+
+    def __init__(self, script: Sequence[Mapping[str, Any]], ledger: Ledger):
+        self.inner = ScriptedModel(script)
+        self.ledger = ledger
+
+    async def complete(
+        self, system_prompt: str | None, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> AssistantTurn:
+        n = sum(isinstance(m, AssistantTurn) for m in messages) + 1
+        first = next(m for m in messages if isinstance(m, UserMessage))
+        run_id = first.text.removeprefix("run ")
+        await asyncio.to_thread(self.ledger.model_request, run_id, n)
+        return await self.inner.complete(system_prompt, messages, tools)
+
+
+def build(script: str, tools: Sequence[Tool], ledger: Ledger) -> Agent:
+    return Agent(
+        name=f"crash-{script}",
+        model=LedgerModel(SCRIPTS[script], ledger),
+        tools=tools,
+        max_turns=len(SCRIPTS[script]) + 1,
+    )
+
+
+def native(script: str, settings: Settings | None = None) -> Agent:
+    settings = settings or Settings.from_env()
+    ledger = Ledger(settings.ledger)
+    return build(script, native_tools(ledger, settings), ledger)
+
+
+class Referenced:
+    """An MCP tool whose requests carry the run and call they belong to (as an order reference
+    would), so that the server can ledger them; the model never sees those two arguments."""
+
+    def __init__(self, inner: Tool):
+        self.inner = inner
+        schema = dict(inner.spec.input_schema)
+        schema["properties"] = {
+            k: v for k, v in schema.get("properties", {}).items() if k not in ("run", "call")
+        }
+        schema["required"] = [r for r in schema.get("required", []) if r not in ("run", "call")]
+        self._spec = dataclasses.replace(inner.spec, input_schema=schema)
+
+    @property
+    def spec(self) -> ToolSpec:
+        return self._spec
+
+    async def call(self, arguments: Mapping[str, Any], context: ToolContext | None = None) -> Any:
+        assert context is not None
+        sent = {**arguments, "run": context.run_id, "call": context.call_id}
+        return await self.inner.call(sent, context)
+
+
+def server_parameters(settings: Settings) -> Any:
+    from mcp import StdioServerParameters
+
+    env = settings.to_env()
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    lock = os.environ.get("CRASH_SERVER_LOCK")
+    if lock:
+        env["CRASH_SERVER_LOCK"] = lock
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "tests.crash.server"], env=env, cwd=str(ROOT)
+    )
+
+
+@asynccontextmanager
+async def mcp(script: str, settings: Settings | None = None) -> AsyncIterator[Agent]:
+    from adapters.mcp import connect, tools
+
+    settings = settings or Settings.from_env()
+    async with connect(server_parameters(settings)) as session:
+        listed = await tools(session, safety=TOOLS)
+        yield build(script, [Referenced(t) for t in listed], Ledger(settings.ledger))
+
+
+def _native_spec(script: str) -> Callable[[], Agent]:
+    def make() -> Agent:
+        return native(script)
+
+    make.__name__ = script
+    return make
+
+
+def _mcp_spec(script: str) -> Callable[[], AbstractAsyncContextManager[Agent]]:
+    def make() -> AbstractAsyncContextManager[Agent]:
+        return mcp(script)
+
+    make.__name__ = f"mcp_{script}"
+    return make
+
+
+read_only = _native_spec("read_only")
+idempotent = _native_spec("idempotent")
+side_effect = _native_spec("side_effect")
+mixed = _native_spec("mixed")
+mcp_read_only = _mcp_spec("read_only")
+mcp_idempotent = _mcp_spec("idempotent")
+mcp_side_effect = _mcp_spec("side_effect")
+mcp_mixed = _mcp_spec("mixed")

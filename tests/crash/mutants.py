@@ -1,0 +1,159 @@
+"""Deliberately broken runtimes, made in the child process before the CLI runs: each must be caught.
+
+``apply(name)`` patches bide at a public seam (``Store.append``, ``Store.load``, the name
+``idempotency_key_for`` as the drive looks it up, the writer's database driver) and never edits
+a file. A seam that is gone makes the child print ``MUTANT-SEAM-MISSING`` and exit 70, which fails
+the suite loudly instead of letting the mutant pass for the sound runtime.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sqlite3
+import sys
+import uuid
+from typing import Any
+
+from runtime import records as R
+from runtime.journal import sqlite as journal_sqlite
+from runtime.journal.store import Appended, Record, Store
+from tests.crash.ledger import now_ms
+
+__all__ = ["MUTANTS", "apply", "apply_from_env"]
+
+MUTANTS: dict[str, str] = {
+    "skip_marker": "(a) the attempt marker is skipped",
+    "ignore_results": "(b) resume ignores recorded results",
+    "marker_never_started": "(c) a marker without a result is treated as never started",
+    "rederived_keys": "(d) idempotency keys are re-derived on every attempt",
+    "ack_before_commit": "(e) the writer tells its callers before it commits",
+}
+
+_fake_seq = itertools.count(1)
+
+
+def _missing(seam: str) -> None:
+    print(f"MUTANT-SEAM-MISSING: {seam}", file=sys.stderr)
+    raise SystemExit(70)
+
+
+def _skip_marker() -> None:
+    real = Store.append
+
+    async def append(self: Store, run_id: str, key: str, kind: str, payload: Any, **kw: Any) -> Any:
+        if kind == R.ATTEMPT:  # pretend it was written and won
+            record = Record(-next(_fake_seq), run_id, key, kind, payload, now_ms())
+            return Appended(True, record, False)
+        return await real(self, run_id, key, kind, payload, **kw)
+
+    Store.append = append  # type: ignore[method-assign]
+
+
+def _ignore_results() -> None:
+    real = Store.load
+
+    async def load(self: Store, run_id: str, *, after: int = 0) -> list[Record]:
+        return [
+            r for r in await real(self, run_id, after=after) if r.kind not in (R.RESULT, R.LATE)
+        ]
+
+    Store.load = load  # type: ignore[method-assign]
+
+
+def _marker_never_started() -> None:
+    real = Store.load
+
+    async def load(self: Store, run_id: str, *, after: int = 0) -> list[Record]:
+        records = await real(self, run_id, after=after)
+        done = {(r.payload["call_id"], r.payload["attempt"]) for r in records if r.kind == R.RESULT}
+        forged = []
+        for r in records:
+            call_id, attempt = r.payload.get("call_id"), r.payload.get("attempt")
+            if r.kind == R.ATTEMPT and (call_id, attempt) not in done:
+                payload = {"call_id": call_id, "attempt": attempt, "outcome": "not_executed"}
+                key = R.result_key(call_id, attempt)
+                forged.append(Record(-next(_fake_seq), run_id, key, R.RESULT, payload, now_ms()))
+        return records + forged
+
+    Store.load = load  # type: ignore[method-assign]
+
+
+def _rederived_keys() -> None:
+    import runtime.agent
+    import runtime.tools
+
+    if not hasattr(runtime.agent, "idempotency_key_for"):
+        _missing("runtime.agent.idempotency_key_for (the name the drive derives keys with)")
+    real = runtime.tools.idempotency_key_for
+
+    def rederived(run_id: str, call_id: str) -> str:
+        return real(run_id, f"{call_id}/{uuid.uuid4().hex}")
+
+    runtime.agent.idempotency_key_for = rederived  # type: ignore[attr-defined]
+    runtime.tools.idempotency_key_for = rederived
+
+
+class _OwedCommit:
+    """The writer's connection, except that COMMIT returns at once and really happens at the next
+    BEGIN or at close: callers are told before their records are durable."""
+
+    def __init__(self, conn: sqlite3.Connection):
+        self._conn = conn
+        self._owed = False
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        if sql == "COMMIT":
+            self._owed = True
+            return None
+        if self._owed and sql.startswith("BEGIN"):
+            self._conn.execute("COMMIT")
+            self._owed = False
+        return self._conn.execute(sql, *args)
+
+    def close(self) -> None:
+        if self._owed:
+            self._conn.execute("COMMIT")
+        self._conn.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+
+class _Driver:
+    """Stands in for the ``sqlite3`` module the writer connects with."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(sqlite3, name)
+
+    def connect(self, *args: Any, **kwargs: Any) -> _OwedCommit:
+        return _OwedCommit(sqlite3.connect(*args, **kwargs))
+
+
+def _ack_before_commit() -> None:
+    if getattr(journal_sqlite, "sqlite3", None) is not sqlite3:
+        _missing(
+            "runtime.journal.sqlite.sqlite3 (the driver the group-commit writer connects with)"
+        )
+    journal_sqlite.sqlite3 = _Driver()  # type: ignore[assignment]
+
+
+_APPLY = {
+    "skip_marker": _skip_marker,
+    "ignore_results": _ignore_results,
+    "marker_never_started": _marker_never_started,
+    "rederived_keys": _rederived_keys,
+    "ack_before_commit": _ack_before_commit,
+}
+
+
+def apply(name: str) -> None:
+    if name not in _APPLY:
+        _missing(f"no mutant named {name!r}; known: {', '.join(_APPLY)}")
+    _APPLY[name]()
+
+
+def apply_from_env() -> None:
+    name = os.environ.get("BIDE_CRASH_MUTANT")
+    if name:
+        apply(name)

@@ -1,0 +1,257 @@
+"""Which schedules run: the per-commit set (every crash point under every Safety once, a few random
+kills, several runs in one process, two drivers) and the longer seeded set (``-m slow``).
+
+Every schedule has a seed; ``BIDE_CRASH_SEED=<seed>`` replays it (``tests/crash/test_replay.py``).
+A point schedule's seed is derived from its name; a random schedule is made from its seed alone.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import zlib
+from collections.abc import Iterable
+
+from tests.crash.harness import Schedule
+
+RO, ID, SE = "read_only", "idempotent", "side_effect"
+SAFETIES = (SE, ID, RO)
+HALT, RERUN, RETRY = "halt", "rerun", "retry"
+CUT = {SE: frozenset({HALT}), ID: frozenset({RETRY}), RO: frozenset({RERUN})}
+"""What a cut between a call's effect and its recorded result must lead to, by Safety."""
+
+# Journal records of a clean run of each single-Safety script, in commit order:
+#   side_effect: header, start, turn 1, 2 markers, 2 results, turn 2, marker c3 (9),
+#                result c3 (10), turn 3, end                                     = 12
+#   others:      header, start, turn 1, 2 results, turn 2, result c3 (7), turn 3, end = 9
+WRITES = {SE: 12, ID: 9, RO: 9}
+MARKER_C3, RESULT_C3 = {SE: 9}, {SE: 10, ID: 7, RO: 7}
+
+RANDOM_BASE_SEED = int(os.environ.get("BIDE_CRASH_RANDOM_SEED", "1000"))
+RANDOM_COUNT = int(os.environ.get("BIDE_CRASH_RANDOM", "6"))
+SLOW_RANDOM_COUNT = int(os.environ.get("BIDE_CRASH_SLOW_RANDOM", "120"))
+JITTER_MS = 40.0
+
+
+def seed_of(name: str) -> int:
+    return zlib.crc32(name.encode()) + (1 << 32)
+
+
+def point(
+    group: str, crash: str, script: str, transport: str = "native", **options: object
+) -> Schedule:
+    name = f"{crash} {script} {transport}"
+    if options.get("resolve_crashes"):
+        name = f"{'+'.join(options['resolve_crashes'])} (in resolve) {script} {transport}"  # type: ignore[arg-type]
+    return Schedule(
+        group=group,
+        name=name,
+        seed=seed_of(f"{group}/{name}"),
+        script=script,
+        transport=transport,
+        crash=crash,
+        **options,  # type: ignore[arg-type]
+    )
+
+
+def native_points() -> list[Schedule]:
+    """Every crash point under every Safety it applies to, once, with the effect window first."""
+    g = "crash points, native tools"
+    out: list[Schedule] = []
+    for p in ("tool.after_effect", "tool.after_call"):
+        out += [point(g, f"{p}@3", s, expect=CUT[s]) for s in SAFETIES]
+    out += [point(g, "attempt.before_marker@3", SE)]
+    out += [point(g, "attempt.after_marker@3", SE, expect=CUT[SE])]
+    out += [point(g, f"write.before_commit@{RESULT_C3[s]}", s, expect=CUT[s]) for s in SAFETIES]
+    out += [point(g, f"write.after_commit@{MARKER_C3.get(s, 5)}", s) for s in SAFETIES]
+    for p, hit in (
+        ("model.after_answer", 2),
+        ("turn.after_record", 2),
+        ("result.after_record", 1),
+        ("end.before_marker", 1),
+        ("writer.after_commit", 6),
+    ):
+        out += [point(g, f"{p}@{hit}", s) for s in SAFETIES]
+    out.append(
+        point(
+            g,
+            "tool.after_effect@3",
+            SE,
+            resolve_crashes=("resolve.before_record", "write.after_commit@1"),
+            expect=frozenset({HALT}),
+        )
+    )
+    return out
+
+
+def native_sweep() -> list[Schedule]:
+    """The slow set: every hit of every point, and every K-th journal write, per Safety."""
+    g = "crash point sweep, native tools"
+    out: list[Schedule] = []
+    calls = 3
+    for s in SAFETIES:
+        tool_points = ["tool.after_effect", "tool.after_call", "result.after_record"]
+        if s == SE:
+            tool_points += ["attempt.before_marker", "attempt.after_marker"]
+        for p in tool_points:
+            out += [point(g, f"{p}@{k}", s) for k in range(1, calls + 1)]
+        for p in ("model.after_answer", "turn.after_record"):
+            out += [point(g, f"{p}@{k}", s) for k in range(1, 4)]
+        out += [point(g, "end.before_marker@1", s)]
+        out += [point(g, f"writer.after_commit@{k}", s) for k in range(1, 9)]
+        for p in ("write.before_commit", "write.after_commit"):
+            out += [point(g, f"{p}@{k}", s) for k in range(1, WRITES[s] + 1)]
+    return out
+
+
+def mcp_points() -> list[Schedule]:
+    """MCP tools, whose effects happen in the server process: the cut between the server's answer
+    and the recorded result, and a marker committed before the request left."""
+    g = "crash points, MCP stdio tools"
+    out = [point(g, "tool.after_call@3", s, "mcp", expect=CUT[s]) for s in SAFETIES]
+    out.append(point(g, "attempt.after_marker@3", SE, "mcp", expect=CUT[SE]))
+    return out
+
+
+def mcp_sweep() -> list[Schedule]:
+    g = "crash point sweep, MCP stdio tools"
+    out: list[Schedule] = []
+    for s in SAFETIES:
+        points = ["tool.after_call", "result.after_record", "model.after_answer"]
+        if s == SE:
+            points += ["attempt.before_marker", "attempt.after_marker"]
+        for p in points:
+            out += [point(g, f"{p}@{k}", s, "mcp") for k in range(1, 4)]
+    return out
+
+
+def outlived() -> list[Schedule]:
+    """The agent is killed while the server holds the request; the server performs the effect
+    after the agent is dead. The reconciler must wait for it, and find it."""
+    g = "MCP server outlives its agent"
+    out = []
+    for s in (SE, ID):
+        name = f"agent killed mid-call {s} mcp"
+        out.append(
+            Schedule(
+                group=g,
+                name=name,
+                seed=seed_of(name),
+                script=s,
+                transport="mcp",
+                slow=(("c3", 1500.0),),
+                kill_on_begun="c3",
+                expect=frozenset({"outlived"}) | CUT[s],
+            )
+        )
+    return out
+
+
+def random_kill(seed: int, group: str = "random kills") -> Schedule:
+    """A schedule made from its seed alone: transport, how many drives to kill, jitter."""
+    rng = random.Random(seed)
+    transport = "mcp" if seed % 4 == 3 else "native"  # a quarter over MCP (they cost more)
+    kills = 1 if rng.random() < 0.6 else 2
+    # A third are timed across the whole child, imports and journal creation included; the rest
+    # from its first driving log line, where every kill can land between records.
+    from_spawn = seed % 3 == 2
+    return Schedule(
+        group=group,
+        name=f"random {seed} {transport} kills={kills}{' from spawn' if from_spawn else ''}",
+        seed=seed,
+        script="mixed",
+        transport=transport,
+        kills=kills,
+        from_spawn=from_spawn,
+        jitter_ms=JITTER_MS,
+    )
+
+
+def random_kills(count: int, base: int = RANDOM_BASE_SEED) -> list[Schedule]:
+    return [random_kill(base + i) for i in range(count)]
+
+
+def multi_runs(*, slow: bool = False) -> list[Schedule]:
+    """Four runs driven by one process, killed together: by a crash point inside one run's tool,
+    and inside the writer, after a commit the runs share (group commit)."""
+    g = "several runs in one process"
+    # Turn 1 makes effects 1-8 of the four runs, turn 2 effects 9-16 (a charge in each run).
+    crashes = ["tool.after_effect@11", "writer.after_commit@14"]
+    if slow:
+        crashes += [f"tool.after_effect@{k}" for k in (1, 5, 9, 13, 16, 20, 23)]
+        crashes += [f"writer.after_commit@{k}" for k in (3, 6, 10, 18, 22)]
+        crashes += [f"write.before_commit@{k}" for k in (5, 11, 17, 23, 29)]
+        crashes += [f"write.after_commit@{k}" for k in (8, 14, 20, 26)]
+    out = []
+    for crash in crashes:
+        name = f"{crash} mixed native x4"
+        out.append(
+            Schedule(
+                group=g,
+                name=name,
+                seed=seed_of(name),
+                script="mixed",
+                crash=crash,
+                runs=4,
+                jitter_ms=10.0,
+            )
+        )
+    return out
+
+
+def two_drivers(*, slow: bool = False) -> list[Schedule]:
+    """Two processes resume one run at the same time: a run cut after its first turn was
+    recorded, and a halted charge resolved "not executed", whose new attempt both race for."""
+    g = "two drivers at once"
+    out = []
+    for i in range(6 if slow else 1):
+        suffix = f" #{i}" if i else ""
+        running = f"turn.after_record@1 mixed native, two drivers{suffix}"
+        out.append(
+            Schedule(
+                group=g,
+                name=running,
+                seed=seed_of(running),
+                script="mixed",
+                crash="turn.after_record@1",
+                drivers=2,
+                jitter_ms=JITTER_MS,
+            )
+        )
+        halted = f"attempt.after_marker@3 side_effect native, two drivers{suffix}"
+        out.append(
+            Schedule(
+                group=g,
+                name=halted,
+                seed=seed_of(halted),
+                script=SE,
+                crash="attempt.after_marker@3",
+                drivers=2,
+                slow=(("c3", 2000.0),),
+                expect=frozenset({HALT, "race"}),
+            )
+        )
+    return out
+
+
+def mutant_probes() -> list[Schedule]:
+    """The schedules a mutant is run against, in order, until one fails."""
+    return native_points()
+
+
+def every_named() -> Iterable[Schedule]:
+    yield from native_points()
+    yield from native_sweep()
+    yield from mcp_points()
+    yield from mcp_sweep()
+    yield from outlived()
+    yield from multi_runs(slow=True)
+    yield from two_drivers(slow=True)
+
+
+def by_seed(seed: int) -> Schedule:
+    """The schedule a seed names: a named one, else the random schedule made from it."""
+    for schedule in every_named():
+        if schedule.seed == seed:
+            return schedule
+    return random_kill(seed)

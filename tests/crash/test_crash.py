@@ -1,0 +1,111 @@
+"""At most once, proven by killing real processes: every crash point under every Safety, MCP
+servers that outlive their agent, random kills, several runs in one process, two drivers at once.
+
+Each test runs a group of schedules (``tests/crash/schedules.py``) through the harness and fails
+with every violated promise, each with the command that replays its schedule.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from runtime import faults
+from tests.crash import report, schedules
+from tests.crash.harness import Harness, Outcome, Schedule
+
+
+def test_the_per_commit_set_arms_every_crash_point_under_every_safety_it_applies_to() -> None:
+    """A crash point added to the runtime without a schedule fails here, not silently."""
+    armed = set()
+    for s in schedules.native_points():
+        for crash in (s.crash, *s.resolve_crashes):
+            if crash is not None:
+                armed.add((crash.partition("@")[0], s.script))
+    side_effect_only = {"attempt.before_marker", "attempt.after_marker", "resolve.before_record"}
+    wanted = {
+        (p, safety)
+        for p in faults.POINTS
+        for safety in schedules.SAFETIES
+        if p not in side_effect_only or safety == schedules.SE
+    }
+    assert wanted <= armed, sorted(wanted - armed)
+
+
+async def run_group(harness: Harness, group: str, items: list[Schedule]) -> list[Outcome]:
+    started = time.monotonic()
+    outcomes = await harness.run_all(items)
+    outcomes += harness.clean  # the clean runs measured for random kills are checked too
+    report.add(group, outcomes, time.monotonic() - started)
+    failing = [o for o in outcomes if o.violations]
+    assert not failing, "\n".join(o.describe() for o in failing)
+    return outcomes
+
+
+async def test_every_crash_point_under_every_safety_keeps_side_effects_at_most_once(
+    harness: Harness,
+) -> None:
+    outcomes = await run_group(harness, "crash points, native tools", schedules.native_points())
+    assert sum(o.halts for o in outcomes) > 0, "the schedules never reached the halt path"
+    assert max(o.max_fired for o in outcomes) == 1
+
+
+@pytest.mark.slow
+async def test_slow_mcp_tools_keep_the_guarantee_when_their_agent_dies(harness: Harness) -> None:
+    outcomes = await run_group(harness, "crash points, MCP stdio tools", schedules.mcp_points())
+    assert sum(o.halts for o in outcomes) > 0
+
+
+async def test_a_server_that_outlives_its_agent_is_waited_for_and_its_effect_found(
+    harness: Harness,
+) -> None:
+    outcomes = await run_group(harness, "MCP server outlives its agent", schedules.outlived())
+    assert all(o.outlived for o in outcomes)
+
+
+async def test_random_kills_across_a_clean_runs_duration(harness: Harness) -> None:
+    items = schedules.random_kills(schedules.RANDOM_COUNT)
+    outcomes = await run_group(harness, "random kills", items)
+    assert sum(o.kills for o in outcomes) > 0, "no random kill landed"
+
+
+async def test_several_runs_in_one_process_killed_at_once(harness: Harness) -> None:
+    await run_group(harness, "several runs in one process", schedules.multi_runs())
+
+
+async def test_two_drivers_of_one_run_never_both_fire_an_effect(harness: Harness) -> None:
+    await run_group(harness, "two drivers at once", schedules.two_drivers())
+
+
+@pytest.mark.slow
+async def test_slow_every_hit_of_every_point(harness: Harness) -> None:
+    await run_group(
+        harness,
+        "sweep: every hit, every K-th write (native)",
+        schedules.native_sweep(),
+    )
+
+
+@pytest.mark.slow
+async def test_slow_mcp_sweep(harness: Harness) -> None:
+    await run_group(harness, "sweep: MCP stdio tools", schedules.mcp_sweep())
+
+
+@pytest.mark.slow
+async def test_slow_random_kills(harness: Harness) -> None:
+    items = schedules.random_kills(schedules.SLOW_RANDOM_COUNT, schedules.RANDOM_BASE_SEED + 10_000)
+    outcomes = await run_group(harness, "random kills (long seeded set)", items)
+    assert sum(o.halts for o in outcomes) > 0
+
+
+@pytest.mark.slow
+async def test_slow_several_runs_in_one_process(harness: Harness) -> None:
+    await run_group(
+        harness, "several runs in one process (more points)", schedules.multi_runs(slow=True)
+    )
+
+
+@pytest.mark.slow
+async def test_slow_two_drivers(harness: Harness) -> None:
+    await run_group(harness, "two drivers at once (more seeds)", schedules.two_drivers(slow=True))
