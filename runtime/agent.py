@@ -242,7 +242,11 @@ class _Drive:
                 self.state.add(record)
         if self.state.start is None:
             if input is None:
-                raise ConfigError(f"run {run_id!r} was never started", run_id=run_id)
+                raise ConfigError(
+                    f"run {run_id!r} never started (it stopped before its input was journaled): "
+                    "run it again with its input",
+                    run_id=run_id,
+                )
             await self._append(
                 R.START,
                 R.START,

@@ -71,7 +71,15 @@ async def _spec_of_existing_run(inv: Invocation, run_id: str) -> str:
 async def _resume(inv: Invocation) -> int:
     run_id = inv.args.run_id
     async with inv.journal() as journal:
-        await journal.require(run_id)
+        state = await journal.require(run_id)
+        if state.start is None:
+            # Killed after its header and before its start record: nothing of it ever ran.
+            raise ConfigError(
+                f"run {run_id!r} never started (its process stopped before the input was "
+                "journaled); start it again with "
+                f"`{inv.command('run', '--run-id', run_id, '--agent', 'SPEC', 'INPUT')}`",
+                run_id=run_id,
+            )
         spec = inv.args.agent or await _journaled_spec(journal, run_id)
         if spec is None:
             raise ConfigError(
