@@ -71,9 +71,6 @@ class CallState:
             (Decision.from_json(r.payload["decision"]), str(r.payload["policy"])) for r in ordered
         ]
 
-    def pending_interrupts(self) -> list[Record]:
-        return [r for key, r in self.interrupts.items() if key not in self.answers]
-
     @property
     def last_resolution(self) -> Record | None:
         resolved = [r for r in self.results.values() if r.payload.get("resolved")]
@@ -102,7 +99,6 @@ class RunState:
     end: Record | None = None
     usage: Usage = field(default_factory=Usage)
     records: list[Record] = field(default_factory=list)
-    last_seq: int = 0
     _seen: set[int] = field(default_factory=set)
 
     @classmethod
@@ -120,7 +116,6 @@ class RunState:
         if record.seq in self._seen:
             return
         self._seen.add(record.seq)
-        self.last_seq = max(self.last_seq, record.seq)
         self.records.append(record)
         kind, payload = record.kind, record.payload
         if kind == R.START:
