@@ -141,6 +141,7 @@ async def test_is_error_is_a_definite_tool_error_carrying_the_content() -> None:
         await call_once(scripted.server, ctx=context())
     assert type(caught.value) is ToolError
     assert str(caught.value) == "disk\nfull"
+    assert caught.value.data == [{"type": "text", "text": "disk"}, {"type": "text", "text": "full"}]
     assert (caught.value.run_id, caught.value.call_id) == ("run-1", "call-1")
 
 
