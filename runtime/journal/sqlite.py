@@ -10,6 +10,7 @@ transaction, and only then tells each caller.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import queue
@@ -133,8 +134,8 @@ def update_runs_sql(n: int, update_from: bool) -> str:
 Row = tuple[int, str, str, str, int]
 """A record as the writer reads it: seq, kind, codec, payload text, created_ms.
 
-An append's outcome is ``(won, watched, *row)``, or ``(False, watched)`` when its ``unless``
-guard refused it."""
+An append's outcome is ``(won, watched, *row)``, or ``(False, watched, key)`` when the record
+under ``key``, one of its ``unless`` keys, refused it."""
 
 
 @dataclass(slots=True)
@@ -146,8 +147,9 @@ class AppendOp:
     kind: str
     codec: str
     payload: str
-    unless: str | None = None
-    """If a record under this key exists in the run, insert nothing (a cancel guard)."""
+    unless: tuple[str, ...] | None = None
+    """If a record under one of these keys exists in the run, insert nothing (a cancel or end
+    guard)."""
     watch: str | None = None
     """Report whether a record under this key exists, read inside the same transaction."""
     check_header: bool = False
@@ -265,6 +267,10 @@ class Writer:
         self._closed = False
         self._ready: asyncio.Future[None] = self._loop.create_future()
         self._limit = 999
+        self._stopped: StorageError | None = None
+        """Why the writer thread stopped serving, once it has: every later submit gets it."""
+        self._gate = threading.Lock()
+        """Orders a submit against the thread stopping: nothing is queued after the last drain."""
         self._thread = threading.Thread(target=self._run, name=f"bide-writer:{path}", daemon=True)
 
     async def start(self) -> None:
@@ -275,7 +281,10 @@ class Writer:
         if self._closed:
             raise StorageError(f"journal {self.path} is closed")
         future = self._loop.create_future()
-        self._queue.put((op, future))
+        with self._gate:
+            if self._stopped is not None:
+                raise self._stopped
+            self._queue.put((op, future))
         return future
 
     async def close(self) -> None:
@@ -296,13 +305,45 @@ class Writer:
             self._limit = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
         except (sqlite3.Error, StorageError) as exc:
             error = _storage_error(self.path, exc)
-            self._loop.call_soon_threadsafe(_settle, [(_Failed(error), self._ready)])
+            self._tell(_settle, [(_Failed(error), self._ready)])
             return
-        self._loop.call_soon_threadsafe(_settle, [(None, self._ready)])
+        self._tell(_settle, [(None, self._ready)])
         try:
             self._serve(conn)
+        except BaseException as exc:
+            # A bug or a broken part must never leave a caller waiting: stop serving, fail
+            # every queued and future write with the cause, and say so once.
+            error = StorageError(
+                f"journal {self.path}: the writer stopped after an unexpected "
+                f"{type(exc).__name__}: {exc}; nothing more can be written through this Journal "
+                "(reopen it)"
+            )
+            error.__cause__ = exc
+            log.error("journal_writer_stopped", path=self.path, error=str(error))
+            self._stop(error)
+            if not isinstance(exc, Exception):
+                raise
         finally:
             conn.close()
+
+    def _stop(self, error: StorageError) -> None:
+        with self._gate:
+            self._stopped = error
+            leftovers = []
+            while True:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not None:
+                    leftovers.append(item)
+        if leftovers:
+            self._tell(_fail_all, leftovers, error)
+
+    def _tell(self, fn: Callable[..., None], *args: Any) -> None:
+        """Run ``fn(*args)`` on the callers' loop; a loop already closed has no one waiting."""
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(fn, *args)
 
     def _serve(self, conn: sqlite3.Connection) -> None:
         stop = False
@@ -322,17 +363,7 @@ class Writer:
                 batch.append(item)
             self._commit(conn, batch)
         # Fail whatever arrived after close, so no caller waits forever.
-        leftovers = []
-        while True:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if item is not None:
-                leftovers.append(item)
-        if leftovers:
-            error = StorageError(f"journal {self.path} is closed")
-            self._loop.call_soon_threadsafe(_fail_all, leftovers, error)
+        self._stop(StorageError(f"journal {self.path} is closed"))
 
     def _commit(
         self, conn: sqlite3.Connection, batch: list[tuple[Op, asyncio.Future[Any]]]
@@ -352,14 +383,18 @@ class Writer:
         except (sqlite3.Error, StorageError) as exc:
             error = _storage_error(self.path, exc)
             log.warning("journal_commit_failed", path=self.path, error=str(error))
-            self._loop.call_soon_threadsafe(_fail_all, batch, error)
+            self._tell(_fail_all, batch, error)
             return
+        except BaseException as exc:
+            # Not a database's refusal: this batch's callers learn it now, then the thread stops.
+            error = StorageError(f"journal {self.path}: nothing of this batch was committed: {exc}")
+            error.__cause__ = exc
+            self._tell(_fail_all, batch, error)
+            raise
         self.commits += 1
         faults.crashpoint("write.after_commit", records)
         faults.crashpoint("writer.after_commit")
-        self._loop.call_soon_threadsafe(
-            _settle, list(zip(outcomes, [f for _, f in batch], strict=True))
-        )
+        self._tell(_settle, list(zip(outcomes, [f for _, f in batch], strict=True)))
 
 
 MAX_BATCH = 1024
@@ -399,7 +434,8 @@ def _apply(conn: sqlite3.Connection, ops: list[Op], now: int, limit: int) -> lis
             run_id = op.run_id
             wanted[run_id, op.key] = None
             if op.unless is not None:
-                wanted[run_id, op.unless] = None
+                for guard in op.unless:
+                    wanted[run_id, guard] = None
             if op.watch is not None:
                 wanted[run_id, op.watch] = None
             if op.check_header:
@@ -432,9 +468,12 @@ def _apply(conn: sqlite3.Connection, ops: list[Op], now: int, limit: int) -> lis
                 except FormatError as exc:
                     outcome(_Failed(exc))
                     continue
-            if op.unless is not None and (run_id, op.unless) in present:
-                outcome((False, op.watch is not None and (run_id, op.watch) in present))
-                continue
+            if op.unless is not None:
+                refused = next((g for g in op.unless if (run_id, g) in present), None)
+                if refused is not None:
+                    watched = op.watch is not None and (run_id, op.watch) in present
+                    outcome((False, watched, refused))
+                    continue
             k = (run_id, op.key)
             record = present.get(k)
             won = record is None
@@ -547,9 +586,10 @@ def _storage_error(path: str, exc: BaseException) -> StorageError:
     if isinstance(exc, StorageError):
         return exc
     text = str(exc)
-    if "locked" in text or "busy" in text:
+    locked = "locked" in text or "busy" in text
+    if locked:
         text = f"database is locked (busy timeout exceeded): {text}"
-    error = StorageError(f"journal {path}: {text}")
+    error = StorageError(f"journal {path}: {text}", transient=locked)
     error.__cause__ = exc
     return error
 

@@ -32,7 +32,17 @@ from runtime.journal.sqlite import (
     check_format,
 )
 
-__all__ = ["CODEC", "Appended", "Record", "RunPage", "RunRow", "Store"]
+__all__ = [
+    "CODEC",
+    "MAX_DEPTH",
+    "Appended",
+    "Record",
+    "RunPage",
+    "RunRow",
+    "Store",
+    "encode",
+    "unstorable",
+]
 
 CODEC = "json"
 """The codec of every payload this bide writes: compact UTF-8 JSON, NaN refused."""
@@ -81,12 +91,107 @@ def _compact_json() -> Callable[[Any], str]:
 
 _encode = _compact_json()
 
+MAX_DEPTH = 100
+"""How deeply a journaled value may nest (objects and arrays). Deeper values are refused when
+they arrive, so that every record written can be read back (decoding recurses)."""
+
+_PAYLOAD_DEPTH = MAX_DEPTH + 28
+"""A record's payload wraps the values it holds in a few levels of its own."""
+
+
+def unstorable(value: Any, *, name: str = "value", depth: int = MAX_DEPTH) -> str | None:
+    """Why ``value`` cannot be journaled and read back identically, or ``None`` if it can.
+
+    The reason names where in the value (called ``name``) the problem is, e.g.
+    ``arguments.note: text that is not valid Unicode``. JSON only: no
+    NaN or infinity, string keys, text that is valid Unicode (a lone surrogate such as
+    ``"\\ud800"`` cannot be stored as UTF-8), nesting at most ``depth`` levels.
+    """
+    try:
+        if _storable_text(_encode(value), depth):
+            return None
+    except (TypeError, ValueError, RecursionError):
+        pass
+    return _find_problem(value, name, depth) or f"{name}: not JSON"
+
+
+def _storable_text(text: str, depth: int) -> bool:
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+    # Nesting deeper than ``depth`` needs more than ``depth`` brackets: count before walking.
+    return text.count("[") + text.count("{") <= depth or _nesting(text) <= depth
+
+
+def _nesting(text: str) -> int:
+    """The deepest nesting of a JSON text (brackets inside strings are skipped)."""
+    deepest = level = 0
+    in_string = escaped = False
+    for c in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif c == "\\":
+                escaped = True
+            elif c == '"':
+                in_string = False
+        elif c == '"':
+            in_string = True
+        elif c in "[{":
+            level += 1
+            deepest = max(deepest, level)
+        elif c in "]}":
+            level -= 1
+    return deepest
+
+
+def _find_problem(value: Any, here: str, depth: int) -> str | None:
+    if depth < 0:
+        return f"{here}: nested more than {MAX_DEPTH} levels deep"
+    if isinstance(value, str):
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                return f"{here}: text that is not valid Unicode ({exc.reason} at {exc.start})"
+        return None
+    if value is None or isinstance(value, bool | int):
+        return None
+    if isinstance(value, float):
+        return None if value == value and abs(value) != float("inf") else f"{here}: {value}"
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                if k is None or isinstance(k, int | float):
+                    k = json.dumps(k)  # the encoder writes such keys as text, as JSON must
+                else:
+                    return f"{here}: a key that is not a string ({type(k).__name__})"
+            path = f"{here}.{k if k.isidentifier() else json.dumps(k, ensure_ascii=True)}"
+            problem = _find_problem(k, path, depth) or _find_problem(v, path, depth - 1)
+            if problem is not None:
+                return problem
+        return None
+    if isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            problem = _find_problem(v, f"{here}[{i}]", depth - 1)
+            if problem is not None:
+                return problem
+        return None
+    return f"{here}: {type(value).__name__} is not JSON"
+
 
 def encode(payload: Any) -> str:
+    """A payload as the journal stores it; ``StorageError`` naming the field if it cannot be."""
     try:
-        return _encode(payload)
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise StorageError(f"a journal payload must be JSON: {exc}") from exc
+        text = _encode(payload)
+    except (TypeError, ValueError, RecursionError):
+        text = None
+    if text is not None and _storable_text(text, _PAYLOAD_DEPTH):
+        return text
+    problem = _find_problem(payload, "payload", _PAYLOAD_DEPTH) or "payload: not JSON"
+    raise StorageError(f"a journal payload must be JSON that can be stored: {problem}")
 
 
 def decode(codec: str, text: str, *, run_id: str, key: str) -> Any:
@@ -98,7 +203,7 @@ def decode(codec: str, text: str, *, run_id: str, key: str) -> Any:
         )
     try:
         return json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise ProtocolError(
             f"record {key!r} of run {run_id!r} is not valid JSON: {exc}", run_id=run_id
         ) from exc
@@ -126,6 +231,8 @@ class Appended:
     """The winning record; ``None`` when the append was refused by its ``unless`` guard."""
     watched: bool = False
     """Whether a record under the append's ``watch`` key existed when it committed."""
+    refused_by: str | None = None
+    """The ``unless`` key whose record refused the append, if one did."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,14 +382,14 @@ class Store:
         kind: str,
         payload: Any,
         *,
-        unless: str | None = None,
+        unless: str | tuple[str, ...] | None = None,
         watch: str | None = None,
         index: Mapping[str, Any] | None = None,
     ) -> Appended:
         """Insert ``payload`` under ``key`` unless the key exists; return the winner.
 
         Of two writers of one key exactly one wins and both get the winning record. ``unless``
-        names a key whose presence refuses the insert (checked in the same transaction);
+        names keys whose presence refuses the insert (checked in the same transaction);
         ``watch`` names a key whose presence is reported back; ``index`` updates the run's row
         in the derived index in the same transaction.
         """
@@ -292,15 +399,15 @@ class Store:
             kind,
             CODEC,
             encode(payload),
-            unless=unless,
+            unless=(unless,) if isinstance(unless, str) else unless,
             watch=watch,
             check_header=run_id not in self._verified,
             index=_index_fields(index) if index else None,
         )
         outcome = await self._writer.submit(op)
         self._verified.add(run_id)
-        if len(outcome) == 2:
-            return Appended(False, None, outcome[1])
+        if len(outcome) == 3:
+            return Appended(False, None, outcome[1], outcome[2])
         won, watched, seq, kind_, codec, text, created_ms = outcome
         value = payload if won else decode(codec, text, run_id=run_id, key=key)
         return Appended(won, Record(seq, run_id, key, kind_, value, created_ms, codec), watched)
