@@ -15,10 +15,13 @@
     └── BudgetError                  a limit such as ``max_turns`` was reached; the run can continue
 
 Every error carries an optional ``run_id`` and ``call_id`` so that a caller can tell which run and
-which call it concerns without parsing the message.
+which call it concerns without parsing the message. Messages are redacted when the error is made
+(``runtime.redact``): credentials in URLs and declared secrets never reach the journal or a log.
 """
 
 from __future__ import annotations
+
+from runtime.redact import clean
 
 __all__ = [
     "BideError",
@@ -41,6 +44,8 @@ class BideError(Exception):
     """The root of every error bide raises on purpose."""
 
     def __init__(self, message: str, *, run_id: str | None = None, call_id: str | None = None):
+        # Redacted once, here: an error's text reaches the journal, `show` and logs.
+        message = clean(message)
         super().__init__(message)
         self.message = message
         self.run_id = run_id
@@ -111,7 +116,21 @@ class ModelError(BideError):
 
 
 class StorageError(BideError):
-    """The journal could not be read or written (a lock outlasting the busy timeout, a bad file)."""
+    """The journal could not be read or written (a lock outlasting the busy timeout, a bad file).
+
+    ``transient`` is true when the same write may succeed later (the database was locked).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        transient: bool = False,
+        run_id: str | None = None,
+        call_id: str | None = None,
+    ):
+        super().__init__(message, run_id=run_id, call_id=call_id)
+        self.transient = transient
 
 
 class SchemaError(StorageError):

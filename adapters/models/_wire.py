@@ -15,6 +15,7 @@ from typing import Any
 
 from runtime.errors import ConfigError, ModelError, ProtocolError
 from runtime.messages import AssistantTurn, Message, ToolCall, ToolResultMessage
+from runtime.redact import declare_secret
 from runtime.tools import ToolSpec, safe_repr
 
 __all__ = [
@@ -169,14 +170,20 @@ def _plain(value: Any) -> Any:
 
 
 def resolve_api_key(api_key: str | None, api_key_env: str | None, *, provider: str) -> str:
-    """The key passed in, else the one in ``api_key_env``; else a ``ConfigError`` naming both."""
+    """The key passed in, else the one in ``api_key_env``; else a ``ConfigError`` naming both.
+
+    The key is declared secret: a provider that echoes it in an error body, or a URL that
+    carries it, never puts it in the journal, ``show`` or a log line.
+    """
     if api_key is not None:
         if not api_key:
             raise ConfigError(f"{provider}: api_key is empty")
+        declare_secret(api_key)
         return api_key
     if api_key_env:
         found = os.environ.get(api_key_env)
         if found:
+            declare_secret(found)
             return found
     where = f"set {api_key_env} or pass api_key=" if api_key_env else "pass api_key="
     raise ConfigError(f"{provider} needs an API key: {where}")
