@@ -25,6 +25,7 @@ __all__ = [
     "arguments_digest",
     "canonical_json",
     "decision_bytes",
+    "judge",
     "sign_decision",
     "single_approval",
     "tally",
@@ -277,31 +278,60 @@ def tally(
 ) -> Tally:
     """Count decisions, in journal order, each with the policy digest it was made under.
 
-    Each approver's first valid decision counts; the gate is approved at ``need`` approvals and
-    denied once ``need`` can no longer be reached.
+    Each approver's first valid decision counts, until the gate is decided: approved at
+    ``need`` approvals, denied once ``need`` can no longer be reached (for a 1-of-1 gate, by the
+    first decision). A decided gate stays decided: later decisions are not counted.
     """
+    return judge(policy, decisions, run_id=run_id, call_id=call_id, tool=tool, arguments=arguments)[
+        0
+    ]
+
+
+def judge(
+    policy: ApprovalPolicy,
+    decisions: Iterable[tuple[Decision, str]],
+    *,
+    run_id: str,
+    call_id: str,
+    tool: str,
+    arguments: Any,
+) -> tuple[Tally, tuple[str | None, ...]]:
+    """The tally, and for each decision in order ``None`` if it counted, else why it did not."""
     counted: dict[str, bool] = {}
-    ignored = 0
+    reasons: list[str | None] = []
+    outcome: Literal["approved", "denied", "pending"] = "pending"
+    voters = len(policy.approvers) if policy.signed else 1
     for decision, digest in decisions:
-        if (
-            digest != policy.digest
-            or decision.approver in counted
-            or not verify(
-                policy, decision, run_id=run_id, call_id=call_id, tool=tool, arguments=arguments
-            )
+        reason = None
+        if outcome != "pending":
+            reason = f"the gate was already decided: {_decided_by(outcome, counted)}"
+        elif digest != policy.digest:
+            reason = "made under another approval policy"
+        elif not decision.approver:
+            reason = "no approver named"
+        elif policy.signed and policy.public_key(decision.approver) is None:
+            reason = f"{decision.approver!r} is not an approver of this gate"
+        elif decision.approver in counted:
+            reason = f"{decision.approver} decided already"
+        elif not verify(
+            policy, decision, run_id=run_id, call_id=call_id, tool=tool, arguments=arguments
         ):
-            ignored += 1
+            reason = "bad signature (not this call, these arguments or this approver's key)"
+        reasons.append(reason)
+        if reason is not None:
             continue
         counted[decision.approver] = decision.approve
-    approvals = tuple(a for a, ok in counted.items() if ok)
-    denials = tuple(a for a, ok in counted.items() if not ok)
-    voters = len(policy.approvers) if policy.signed else 1
-    undecided = max(voters - len(counted), 0)
-    outcome: Literal["approved", "denied", "pending"]
-    if len(approvals) >= policy.need:
-        outcome = "approved"
-    elif len(approvals) + undecided < policy.need:
-        outcome = "denied"
-    else:
-        outcome = "pending"
-    return Tally(outcome, policy.need, approvals, denials, ignored)
+        approvals = sum(counted.values())
+        if approvals >= policy.need:
+            outcome = "approved"
+        elif approvals + max(voters - len(counted), 0) < policy.need:
+            outcome = "denied"
+    approved = tuple(a for a, ok in counted.items() if ok)
+    denied = tuple(a for a, ok in counted.items() if not ok)
+    ignored = sum(r is not None for r in reasons)
+    return Tally(outcome, policy.need, approved, denied, ignored), tuple(reasons)
+
+
+def _decided_by(outcome: str, counted: Mapping[str, bool]) -> str:
+    who = [a for a, ok in counted.items() if ok is (outcome == "approved")]
+    return f"{outcome} by {', '.join(who)}" if who else outcome

@@ -63,15 +63,12 @@ async def _approve(inv: Invocation) -> int:
                 approver=args.approver,
                 approve=not args.deny,
             )
-        counted, now = await journal.decide(args.run_id, args.call_id, decision)
+        counted, now, reason = await journal.decide(args.run_id, args.call_id, decision)
     verb = "denial" if args.deny else "approval"
     if counted:
         inv.out(f"{verb} by {decision.approver} recorded and counted")
     else:
-        inv.out(
-            f"{verb} by {decision.approver} recorded as seen, not counted (a repeat, an approver "
-            "who already decided, an unknown approver or a signature that does not verify)"
-        )
+        inv.out(f"{verb} by {decision.approver} recorded as seen, not counted: {reason}")
     inv.out(
         f"tally: {now.outcome}, {len(now.approvals)} of {now.need} approvals"
         + (f" ({', '.join(now.approvals)})" if now.approvals else "")

@@ -1,6 +1,6 @@
 """The journal: an append-only, per-run record of intents and results, on SQLite."""
 
-from runtime.journal.journal import Journal, Resolution
+from runtime.journal.journal import Decided, Journal, Resolution
 from runtime.journal.store import Appended, Record, RunPage, RunRow, Store
 
-__all__ = ["Appended", "Journal", "Record", "Resolution", "RunPage", "RunRow", "Store"]
+__all__ = ["Appended", "Decided", "Journal", "Record", "Resolution", "RunPage", "RunRow", "Store"]

@@ -5,22 +5,33 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass
-from typing import Any, Literal, Self
+from typing import Any, Literal, NamedTuple, Self
 
 import jsonschema
 import structlog
 
 from runtime import faults
 from runtime import records as R
-from runtime.approval import ApprovalPolicy, Decision, Tally, canonical_json, tally
+from runtime.approval import ApprovalPolicy, Decision, Tally, canonical_json, judge
 from runtime.errors import ConfigError, ConflictError
 from runtime.journal.sqlite import BUSY_TIMEOUT_MS
-from runtime.journal.store import RunPage, RunRow, Store
+from runtime.journal.store import RunPage, RunRow, Store, unstorable
 from runtime.state import CallState, RunState
 
-__all__ = ["Journal", "Resolution"]
+__all__ = ["Decided", "Journal", "Resolution"]
 
 log = structlog.get_logger(__name__)
+
+
+class Decided(NamedTuple):
+    """What recording one approval decision did."""
+
+    counted: bool
+    """Whether the decision counts toward the gate."""
+    tally: Tally
+    """The gate's tally now."""
+    reason: str | None
+    """Why it did not count (``None`` when it did)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +197,7 @@ class Journal:
                 call_id=call_id,
             )
         payload = resolution_payload(call, resolution, by=by, evidence=evidence)
+        _check_storable(payload, "resolution")
         faults.crashpoint("resolve.before_record")
         appended = await self.store.append(run_id, R.result_key(call_id, k), R.RESULT, payload)
         if appended.won and appended.record is not None:
@@ -203,18 +215,18 @@ class Journal:
             call_id=call_id,
         )
 
-    async def approve(
-        self, run_id: str, call_id: str, *, by: str, deny: bool = False
-    ) -> tuple[bool, Tally]:
+    async def approve(self, run_id: str, call_id: str, *, by: str, deny: bool = False) -> Decided:
         """Record one person's unsigned decision on a call gated by ``single_approval()``."""
         return await self.decide(run_id, call_id, Decision(by, not deny))
 
-    async def decide(self, run_id: str, call_id: str, decision: Decision) -> tuple[bool, Tally]:
-        """Journal a decision on a gated call; return whether it counts, and the tally now.
+    async def decide(self, run_id: str, call_id: str, decision: Decision) -> Decided:
+        """Journal a decision on a gated call; return whether it counts, the tally, and why not.
 
-        Every signed decision is journaled as seen, valid or not (a forged signature, an unknown
-        approver, other arguments); only valid ones count, each approver's first. An identical
-        resubmission is a no-op. The gate itself is decided by the next drive of the run.
+        Every decision is journaled as seen, valid or not (a forged signature, an unknown
+        approver, other arguments, one that came after the gate was decided); only valid ones
+        made while the gate was undecided count, each approver's first. The first decision
+        decides a 1-of-1 gate, and a denied gate stays denied. An identical resubmission is a
+        no-op.
         """
         state = await self.require(run_id)
         call = _call(state, call_id)
@@ -229,33 +241,31 @@ class Journal:
                 f"call {call_id!r} needs signed decisions from its approvers "
                 f"({', '.join(sorted(policy.approvers))}): sign with the approver's key"
             )
-        before = _tally_now(call, policy, run_id)
         payload = {"call_id": call_id, "decision": decision.to_json(), "policy": policy.digest}
+        _check_storable(payload, "decision")
         fingerprint = hashlib.sha256(canonical_json(payload)).hexdigest()[:24]
         appended = await self.store.append(
-            run_id, R.decision_key(call_id, fingerprint), R.DECISION, payload
+            run_id, R.decision_key(call_id, fingerprint), R.DECISION, payload, unless=R.END
         )
-        if appended.record is not None:
-            state.add(appended.record)
-        now = _tally_now(call, policy, run_id)
-        decided = (*now.approvals, *now.denials)
-        counts = (
-            appended.won
-            and before.outcome == "pending"
-            and decision.approver in decided
-            and decision.approver not in (*before.approvals, *before.denials)
-        )
+        if appended.record is None:
+            raise _ended(state)
+        assert appended.record is not None
+        state.add(appended.record)
+        now, reason = _judged(call, policy, run_id, appended.record.seq)
+        if not appended.won:
+            reason = "the same decision was recorded already"
         log.info(
             "decision_recorded",
             run_id=run_id,
             call_id=call_id,
             approver=decision.approver,
-            approve=decision.approve,
-            counts=counts,
+            decision="approve" if decision.approve else "deny",
+            counts=reason is None,
+            reason=reason,
             new=appended.won,
             outcome=now.outcome,
         )
-        return counts, now
+        return Decided(reason is None, now, reason)
 
     async def answer(
         self,
@@ -284,6 +294,7 @@ class Journal:
             raise ConfigError(f"question {key!r} was asked by several calls ({calls}): name one")
         question = asked[0].payload
         cid = question["call_id"]
+        _check_storable({"value": value, "by": by}, "answer")
         try:
             jsonschema.validate(value, question.get("schema") or {})
         except jsonschema.ValidationError as exc:
@@ -297,7 +308,10 @@ class Journal:
             R.answer_key(cid, key),
             R.ANSWER,
             {"call_id": cid, "key": key, "value": value, "by": by},
+            unless=R.END,
         )
+        if appended.record is None:
+            raise _ended(state)
         winner = appended.record.payload if appended.record else {}
         if not appended.won and winner.get("value") != value:
             raise ConflictError(
@@ -316,6 +330,7 @@ class Journal:
             raise ConfigError(
                 f"run {run_id!r} already ended ({state.end.payload.get('status')})", run_id=run_id
             )
+        _check_storable({"reason": reason, "by": by}, "cancel")
         appended = await self.store.append(
             run_id,
             R.CANCEL,
@@ -351,6 +366,19 @@ def resolution_payload(
     return payload
 
 
+def _ended(state: RunState) -> ConflictError:
+    return ConflictError(
+        f"run {state.run_id!r} has ended; nothing more is recorded for it", run_id=state.run_id
+    )
+
+
+def _check_storable(payload: Any, what: str) -> None:
+    """Refuse operator input the journal cannot store and read back identically."""
+    problem = unstorable(payload, name=what)
+    if problem is not None:
+        raise ConfigError(f"cannot journal this {what}: {problem}")
+
+
 def _call(state: RunState, call_id: str) -> CallState:
     call = state.calls.get(call_id)
     if call is None:
@@ -358,15 +386,16 @@ def _call(state: RunState, call_id: str) -> CallState:
     return call
 
 
-def _tally_now(call: CallState, policy: ApprovalPolicy, run_id: str) -> Tally:
-    """The gate's terminal tally if one is journaled, else the count of decisions so far."""
-    recorded = call.tallies.get(policy.digest)
-    if recorded is not None:
-        t = recorded.payload["tally"]
-        return Tally(
-            t["outcome"], t["need"], tuple(t["approvals"]), tuple(t["denials"]), t["ignored"]
-        )
-    return tally(
+def _judged(
+    call: CallState, policy: ApprovalPolicy, run_id: str, seq: int
+) -> tuple[Tally, str | None]:
+    """The gate's tally now, and why the decision recorded at ``seq`` did not count (or None).
+
+    A terminal tally journaled by a drive (before the tool ran) is the gate's outcome; a
+    decision recorded after it cannot count.
+    """
+    ordered = sorted(call.decisions, key=lambda r: r.seq)
+    count, reasons = judge(
         policy,
         call.decisions_made(),
         run_id=run_id,
@@ -374,3 +403,13 @@ def _tally_now(call: CallState, policy: ApprovalPolicy, run_id: str) -> Tally:
         tool=call.call.name,
         arguments=call.call.arguments,
     )
+    reason = next((why for r, why in zip(ordered, reasons, strict=True) if r.seq == seq), None)
+    recorded = call.tallies.get(policy.digest)
+    if recorded is not None:
+        t = recorded.payload["tally"]
+        count = Tally(
+            t["outcome"], t["need"], tuple(t["approvals"]), tuple(t["denials"]), t["ignored"]
+        )
+        if reason is None and recorded.seq < seq:
+            reason = f"the gate was already decided: {t['outcome']}"
+    return count, reason

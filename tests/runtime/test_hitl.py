@@ -89,7 +89,7 @@ async def test_a_single_approval_survives_a_restart_and_the_tool_runs_once(db_pa
     async with Journal(db_path) as j:
         await gated_agent(ledger, single_approval()).run("r", "go", journal=j)
     async with Journal(db_path) as j:
-        counted, tally = await j.approve("r", "c1", by="alice")
+        counted, tally, _ = await j.approve("r", "c1", by="alice")
         assert counted and tally.outcome == "approved" and tally.approvals == ("alice",)
     async with Journal(db_path) as j:
         result = await gated_agent(ledger, single_approval()).resume("r", journal=j)
@@ -111,7 +111,7 @@ async def test_a_denial_is_final_an_error_result_the_model_sees_and_the_tool_nev
         content, is_error = (await j.require("r")).calls["c1"].message_content()
         assert is_error and content["type"] == "approval_denied" and "bob" in content["message"]
         # A late approval is journaled as seen and changes nothing.
-        _, tally = await j.approve("r", "c1", by="carol")
+        _, tally, _ = await j.approve("r", "c1", by="carol")
         assert tally.outcome == "denied"
     assert ledger.executions == []
 
@@ -129,24 +129,24 @@ async def test_two_of_three_counts_only_valid_first_decisions(journal: Journal) 
         approver="bob",
         approve=True,
     )
-    counted, tally = await journal.decide("r", "c1", forged)
+    counted, tally, _ = await journal.decide("r", "c1", forged)
     assert not counted and tally.approvals == () and tally.ignored == 1
     # Carol approved other arguments: her signature does not verify for this call.
-    counted, tally = await journal.decide("r", "c1", signed("carol", arguments={"amount": 5}))
+    counted, tally, _ = await journal.decide("r", "c1", signed("carol", arguments={"amount": 5}))
     assert not counted and tally.outcome == "pending"
     # An unknown approver.
     outsider = Decision("mallory", True, b"\0" * 64)
-    counted, tally = await journal.decide("r", "c1", outsider)
+    counted, tally, _ = await journal.decide("r", "c1", outsider)
     assert not counted
-    counted, tally = await journal.decide("r", "c1", signed("alice"))
+    counted, tally, _ = await journal.decide("r", "c1", signed("alice"))
     assert counted and tally.approvals == ("alice",) and tally.outcome == "pending"
     # The same decision again is a no-op.
-    counted, tally = await journal.decide("r", "c1", signed("alice"))
+    counted, tally, _ = await journal.decide("r", "c1", signed("alice"))
     assert not counted and tally.approvals == ("alice",)
     assert (await gated_agent(ledger, TWO_OF_THREE).resume("r", journal=journal)).status is (
         RunStatus.WAITING
     )
-    counted, tally = await journal.decide("r", "c1", signed("bob"))
+    counted, tally, _ = await journal.decide("r", "c1", signed("bob"))
     assert counted and tally.outcome == "approved"
     assert ledger.executions == []
     result = await gated_agent(ledger, TWO_OF_THREE).resume("r", journal=journal)
@@ -160,13 +160,13 @@ async def test_two_of_three_is_denied_once_two_approvals_are_unreachable(journal
     ledger = Ledger()
     await gated_agent(ledger, TWO_OF_THREE).run("r", "go", journal=journal)
     await journal.decide("r", "c1", signed("alice", approve=False))
-    _, tally = await journal.decide("r", "c1", signed("bob", approve=False))
+    _, tally, _ = await journal.decide("r", "c1", signed("bob", approve=False))
     assert tally.outcome == "denied"
     result = await gated_agent(ledger, TWO_OF_THREE).resume("r", journal=journal)
     assert result.status is RunStatus.COMPLETED
     # A late approval after the terminal tally changes nothing.
     await journal.decide("r", "c1", signed("carol"))
-    _, tally = await journal.decide("r", "c1", signed("bob"))
+    _, tally, _ = await journal.decide("r", "c1", signed("bob"))
     assert tally.outcome == "denied"
     assert ledger.executions == []
 
@@ -177,7 +177,7 @@ async def test_an_approvers_first_decision_counts_not_a_later_change_of_mind(
     ledger = Ledger()
     await gated_agent(ledger, TWO_OF_THREE).run("r", "go", journal=journal)
     await journal.decide("r", "c1", signed("alice", approve=False))
-    counted, tally = await journal.decide("r", "c1", signed("alice", approve=True))
+    counted, tally, _ = await journal.decide("r", "c1", signed("alice", approve=True))
     assert not counted and tally.denials == ("alice",) and tally.approvals == ()
 
 
@@ -194,7 +194,7 @@ async def test_an_approval_does_not_carry_over_to_a_tightened_policy(journal: Jo
     ledger = Ledger()
     loose = ApprovalPolicy(need=1, approvers={"alice": KEYS["alice"].public_key()})
     await gated_agent(ledger, loose).run("r", "go", journal=journal)
-    _, tally = await journal.decide("r", "c1", signed("alice"))
+    _, tally, _ = await journal.decide("r", "c1", signed("alice"))
     assert tally.outcome == "approved"
     result = await gated_agent(ledger, TWO_OF_THREE).resume("r", journal=journal)
     assert result.status is RunStatus.WAITING
@@ -358,3 +358,67 @@ def test_the_tally_survives_sigkill_at_every_write(tmp_path: Path) -> None:
             if statuses[-1] == "completed":
                 assert fired == 1, (k, when)
     assert killed_somewhere
+
+
+async def test_a_denial_is_final_for_a_single_approval_gate(journal: Journal) -> None:
+    ledger = Ledger()
+    await gated_agent(ledger, single_approval()).run("r", "go", journal=journal)
+    denied = await journal.approve("r", "c1", by="bob", deny=True)
+    assert denied.counted and denied.tally.outcome == "denied"
+    late = await journal.approve("r", "c1", by="alice")
+    assert not late.counted
+    assert late.reason == "the gate was already decided: denied by bob"
+    assert late.tally.outcome == "denied" and late.tally.approvals == ()
+    result = await gated_agent(ledger, single_approval()).resume("r", journal=journal)
+    assert result.status is RunStatus.COMPLETED
+    assert ledger.executions == []
+    state = await journal.require("r")
+    assert state.calls["c1"].result is not None
+    assert state.calls["c1"].result.payload["error"]["type"] == "approval_denied"
+
+
+async def test_the_first_decision_decides_a_single_approval_gate(journal: Journal) -> None:
+    ledger = Ledger()
+    await gated_agent(ledger, single_approval()).run("r", "go", journal=journal)
+    assert (await journal.approve("r", "c1", by="alice")).counted
+    late = await journal.approve("r", "c1", by="bob", deny=True)
+    assert not late.counted and late.reason == "the gate was already decided: approved by alice"
+    result = await gated_agent(ledger, single_approval()).resume("r", journal=journal)
+    assert result.status is RunStatus.COMPLETED and ledger.count("wire") == 1
+
+
+async def test_a_gate_journaled_with_the_turn_binds_a_build_that_dropped_it(
+    journal: Journal,
+) -> None:
+    ledger = Ledger()
+    await gated_agent(ledger, TWO_OF_THREE).run("r", "go", journal=journal)
+    result = await gated_agent(ledger, None).resume("r", journal=journal)
+    assert result.status is RunStatus.WAITING
+    assert result.waiting[0].policy == TWO_OF_THREE.to_json()
+    assert ledger.executions == []
+    await journal.decide("r", "c1", signed("alice"))
+    await journal.decide("r", "c1", signed("carol"))
+    result = await gated_agent(ledger, None).resume("r", journal=journal)
+    assert result.status is RunStatus.COMPLETED and ledger.count("wire") == 1
+
+
+async def test_a_journaled_side_effect_stays_one_under_a_build_that_calls_it_read_only(
+    journal: Journal,
+) -> None:
+    ledger = Ledger()
+    await gated_agent(ledger, single_approval()).run("r", "go", journal=journal)
+    await journal.approve("r", "c1", by="alice")
+
+    @tool(safety=Safety.READ_ONLY)
+    async def wire(account: str, amount: int) -> dict[str, Any]:
+        """The same tool, relabelled read-only and ungated by a careless redeploy."""
+        ledger.executions.append(("wire", {"amount": amount}, None))
+        return {"wired": amount}
+
+    agent = Agent(model=ScriptedModel(SCRIPT), tools=[wire])
+    result = await agent.resume("r", journal=journal)
+    assert result.status is RunStatus.COMPLETED and ledger.count("wire") == 1
+    state = await journal.require("r")
+    assert state.calls["c1"].markers, "it ran as a side effect: its attempt marker came first"
+    assert state.calls["c1"].result is not None
+    assert state.calls["c1"].result.payload["safety"] == "side_effect"
