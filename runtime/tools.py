@@ -10,6 +10,7 @@ import enum
 import hashlib
 import inspect
 import re
+import struct
 import typing
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ import pydantic_core
 from runtime.errors import ConfigError, ToolArgumentsError
 
 __all__ = [
+    "KEY_SCHEME",
     "FunctionTool",
     "Interrupted",
     "Safety",
@@ -109,10 +111,28 @@ def _is_object_schema(schema: object) -> bool:
     return isinstance(schema, Mapping) and schema.get("type") == "object"
 
 
-def idempotency_key_for(run_id: str, call_id: str) -> str:
-    """The stable idempotency key of one tool call: the same on every attempt and every resume."""
-    digest = hashlib.sha256(f"{run_id}\x00{call_id}".encode()).hexdigest()
-    return f"bide-{digest[:32]}"
+KEY_SCHEME = 2
+"""How this bide derives idempotency keys; a run journals the scheme it started with."""
+
+_KEY_TAG = b"bide/idempotency/v2"
+
+
+def idempotency_key_for(run_id: str, call_id: str, *, scheme: int = KEY_SCHEME) -> str:
+    """The stable idempotency key of one tool call: the same on every attempt and every resume.
+
+    Scheme 2 hashes each part with its length before it, so no two (run id, call id) pairs
+    share a key. Scheme 1 (runs started by bide 0.1, whose start record names no scheme) joined
+    them with a NUL, which let ``("a\\0c", "1")`` and ``("a", "c\\01")`` collide; it is kept
+    only so that those runs keep the keys their providers already saw.
+    """
+    if scheme == 1:
+        material = f"{run_id}\x00{call_id}".encode()
+    elif scheme == 2:
+        parts = (_KEY_TAG, run_id.encode(), call_id.encode())
+        material = b"".join(struct.pack(">I", len(part)) + part for part in parts)
+    else:
+        raise ConfigError(f"unknown idempotency key scheme {scheme!r} (this bide knows 1 and 2)")
+    return f"bide-{hashlib.sha256(material).hexdigest()[:32]}"
 
 
 class Interrupted(BaseException):

@@ -7,8 +7,18 @@ from typing import Any
 import pydantic
 import pytest
 
-from runtime import ConfigError, Safety, ToolArgumentsError, ToolContext, ToolSpec, tool
-from runtime.tools import safe_repr, validate_tool_name
+from runtime import (
+    Agent,
+    ConfigError,
+    Journal,
+    Safety,
+    ToolArgumentsError,
+    ToolContext,
+    ToolSpec,
+    tool,
+)
+from runtime.testing import ScriptedModel
+from runtime.tools import idempotency_key_for, safe_repr, validate_tool_name
 
 
 class Receipt(pydantic.BaseModel):
@@ -117,3 +127,37 @@ def test_tool_spec_is_frozen() -> None:
     spec = ToolSpec(name="t")
     with pytest.raises(AttributeError):
         spec.name = "u"  # type: ignore[misc]
+
+
+def test_idempotency_keys_of_distinct_calls_never_collide() -> None:
+    assert idempotency_key_for("a\0c", "1") != idempotency_key_for("a", "c\x001")
+    assert idempotency_key_for("a\0c", "1", scheme=1) == idempotency_key_for(
+        "a", "c\x001", scheme=1
+    )
+    assert idempotency_key_for("r", "c1") == idempotency_key_for("r", "c1")
+    assert idempotency_key_for("r", "c1").startswith("bide-")
+
+
+async def test_a_run_started_by_bide_0_1_keeps_the_keys_its_provider_saw(journal: Journal) -> None:
+    seen: list[str] = []
+
+    @tool(safety=Safety.IDEMPOTENT)
+    async def upsert(context: ToolContext) -> str:
+        """Record the key it was given."""
+        seen.append(context.idempotency_key)
+        return "ok"
+
+    def agent() -> Agent:
+        script = [{"tool_calls": [{"id": "c1", "name": "upsert", "arguments": {}}]}, {"text": "."}]
+        return Agent(model=ScriptedModel(script), tools=[upsert])
+
+    # A start record as bide 0.1 wrote it: no key scheme.
+    await journal.store.create_run("old")
+    await journal.store.append("old", "start", "start", {"input": "go", "agent": "agent"})
+    await agent().resume("old", journal=journal)
+    await agent().run("new", "go", journal=journal)
+    assert seen == [
+        idempotency_key_for("old", "c1", scheme=1),
+        idempotency_key_for("new", "c1", scheme=2),
+    ]
+    assert (await journal.require("new")).start["key_scheme"] == 2  # type: ignore[index]
