@@ -22,6 +22,7 @@ from runtime.approval import ApprovalPolicy, tally
 from runtime.errors import (
     BudgetError,
     ConfigError,
+    ConflictError,
     ModelError,
     ProtocolError,
     StorageError,
@@ -29,13 +30,15 @@ from runtime.errors import (
     ToolOutcomeUnknown,
 )
 from runtime.journal.journal import Journal
-from runtime.journal.store import Appended, encode
+from runtime.journal.store import Appended, unstorable
 from runtime.messages import AssistantTurn, Message, ToolResultMessage, UserMessage
 from runtime.model import Model
+from runtime.redact import clean
 from runtime.result import Halt, RunResult, RunStatus, Waiting
 from runtime.retry import MODEL_RETRY, TOOL_RETRY, RetryingModel, RetryPolicy
 from runtime.state import CallState, RunState
 from runtime.tools import (
+    KEY_SCHEME,
     Interrupted,
     Safety,
     Tool,
@@ -136,6 +139,9 @@ class Agent:
         """
         if not isinstance(input, str):
             raise ConfigError("a run's input is a string")
+        problem = unstorable(input, name="input")
+        if problem is not None:
+            raise ConfigError(f"run {run_id!r}: cannot journal its {problem}", run_id=run_id)
         return await _Drive(self, journal, run_id).go(input, spec)
 
     async def resume(self, run_id: str, *, journal: Journal) -> RunResult:
@@ -166,8 +172,15 @@ class _Drive:
     """One process executing one run from its journal until it ends, pauses or halts."""
 
     def __init__(self, agent: Agent, journal: Journal, run_id: str):
-        if not isinstance(run_id, str) or not run_id or len(run_id) > 256:
-            raise ConfigError(f"a run id is a non-empty string of at most 256 chars: {run_id!r}")
+        if (
+            not isinstance(run_id, str)
+            or not run_id
+            or len(run_id) > 256
+            or unstorable(run_id) is not None
+        ):
+            raise ConfigError(
+                f"a run id is a non-empty string of at most 256 chars of valid Unicode: {run_id!r}"
+            )
         self.agent = agent
         self.store = journal.store
         self.run_id = run_id
@@ -176,6 +189,7 @@ class _Drive:
         self.cancel_requested = False
         self.semaphore = asyncio.Semaphore(agent.max_concurrency)
         self.executed = 0
+        self.key_scheme = KEY_SCHEME
         self._messages: list[Message] = []
         self._rendered = 0
 
@@ -256,8 +270,12 @@ class _Drive:
                     "spec": spec,
                     "settings": {"max_turns": self.agent.max_turns},
                     "tools": {s.name: s.safety.value for s in self.agent.specs},
+                    "key_scheme": KEY_SCHEME,
                 },
             )
+        start = self.state.start or {}
+        # Runs started before key schemes were journaled used scheme 1: keep their keys.
+        self.key_scheme = int(start.get("key_scheme") or 1)
         if input is not None and self.state.input != input:
             raise ConfigError(
                 f"run {run_id!r} exists with a different input; a run's input is fixed when it "
@@ -275,10 +293,22 @@ class _Drive:
         *,
         unless: str | None = None,
         index: Mapping[str, Any] | None = None,
+        after_end: bool = False,
     ) -> Appended:
+        # Nothing is appended to a run after its end (another driver may have ended it), but
+        # for the end itself and the evidence kept when a result arrives too late.
+        guards: tuple[str, ...] = () if after_end or key == R.END else (R.END,)
+        if unless is not None:
+            guards += (unless,)
         appended = await self.store.append(
-            self.run_id, key, kind, payload, unless=unless, watch=R.CANCEL, index=index
+            self.run_id, key, kind, payload, unless=guards or None, watch=R.CANCEL, index=index
         )
+        if appended.refused_by == R.END:
+            raise ConflictError(
+                f"run {self.run_id!r} ended while this drive was still driving it; {key!r} was "
+                "not appended (nothing is appended after a run's end)",
+                run_id=self.run_id,
+            )
         if appended.watched:
             self.cancel_requested = True
         if appended.record is not None:
@@ -305,10 +335,18 @@ class _Drive:
         faults.crashpoint("model.after_answer")
         self._check_turn(turn)
         plan = {call.id: self._plan(call.name) for call in turn.tool_calls}
+        recorded = turn.to_json()
+        problem = unstorable(recorded, name="turn")
+        if problem is not None:
+            raise ProtocolError(
+                f"run {self.run_id!r}: the model's turn {n} cannot be journaled ({problem}); "
+                "nothing was recorded, and a resume asks the model again",
+                run_id=self.run_id,
+            )
         appended = await self._append(
             R.turn_key(n),
             R.TURN,
-            {"n": n, "turn": turn.to_json(), "plan": plan},
+            {"n": n, "turn": recorded, "plan": plan},
             unless=R.CANCEL,
             index={"turns": n},
         )
@@ -435,23 +473,29 @@ class _Drive:
         problem = self.agent.validate_arguments(call.name, call.arguments)
         if problem is not None:
             return await self._record(
-                cs, k, tool, error=("invalid_arguments", f"{call.name}: {problem}")
+                cs,
+                k,
+                _stricter(tool.spec.safety, cs.plan.get("safety")),
+                error=("invalid_arguments", f"{call.name}: {problem}"),
             )
         if self._cancelled():
             return _CANCELLED
-        gate = await self._gate(cs, k, tool)
-        if gate is not _PROCEED:
-            return None if gate is _DONE else gate
+        # What the turn journaled binds the call: a build whose tool lost its gate or became
+        # less strict never weakens it (a stricter build may tighten it).
+        safety = _stricter(tool.spec.safety, cs.plan.get("safety"))
+        for policy in _policies(cs.plan, tool):
+            gate = await self._gate(cs, k, safety, policy)
+            if gate is not _PROCEED:
+                return None if gate is _DONE else gate
         if self._cancelled():
             return _CANCELLED
-        safety = tool.spec.safety
         context = ToolContext(
             run_id=self.run_id,
             call_id=call.id,
             tool_name=call.name,
             safety=safety,
-            idempotency_key=idempotency_key_for(self.run_id, call.id),
-            interrupt=self._interrupter(cs, tool),
+            idempotency_key=idempotency_key_for(self.run_id, call.id, scheme=self.key_scheme),
+            interrupt=self._interrupter(cs, safety),
         )
         try:
             if safety is Safety.SIDE_EFFECT:
@@ -463,11 +507,8 @@ class _Drive:
         except _Misuse as misuse:
             raise misuse.error from None
 
-    async def _gate(self, cs: CallState, k: int, tool: Tool) -> Any:
+    async def _gate(self, cs: CallState, k: int, safety: Safety, policy: ApprovalPolicy) -> Any:
         """Pause a gated call until its policy is decided; record a denial as its result."""
-        policy = tool.spec.approval
-        if policy is None:
-            return _PROCEED
         call = cs.call
         recorded = cs.tallies.get(policy.digest)
         if recorded is None:
@@ -502,18 +543,18 @@ class _Drive:
         if outcome["outcome"] == "denied":
             who = ", ".join(outcome.get("denials") or ()) or "the approvers"
             await self._record(
-                cs, k, tool, error=("approval_denied", f"{call.name} was not approved ({who})")
+                cs, k, safety, error=("approval_denied", f"{call.name} was not approved ({who})")
             )
             return _DONE
         return _PROCEED
 
-    def _interrupter(self, cs: CallState, tool: Tool) -> Any:
+    def _interrupter(self, cs: CallState, safety: Safety) -> Any:
         call = cs.call
 
         async def interrupt(
             key: str, prompt: str, *, expect: Any = str, schema: Mapping[str, Any] | None = None
         ) -> Any:
-            if tool.spec.safety is Safety.SIDE_EFFECT:
+            if safety is Safety.SIDE_EFFECT:
                 raise _Misuse(
                     ConfigError(
                         f"tool {call.name} is a SIDE_EFFECT and called interrupt(): only READ_ONLY"
@@ -579,7 +620,7 @@ class _Drive:
             return self._halt(cs, f"outcome unknown: {exc}")
         except ToolError as exc:
             faults.crashpoint("tool.after_call")
-            return await self._record(cs, k, tool, error=_tool_error(exc))
+            return await self._record(cs, k, context.safety, error=_tool_error(exc))
         except TimeoutError:
             return self._halt(cs, f"timed out after {tool.spec.timeout}s: it may have acted")
         except Exception as exc:
@@ -587,10 +628,10 @@ class _Drive:
                 cs, f"raised {type(exc).__name__}: {exc} (not a ToolError: it may have acted)"
             )
         faults.crashpoint("tool.after_call")
-        return await self._record(cs, k, tool, value=value)
+        return await self._record(cs, k, context.safety, value=value)
 
     async def _retry_safe(self, cs: CallState, k: int, tool: Tool, context: ToolContext) -> Any:
-        call, safety = cs.call, tool.spec.safety
+        call, safety = cs.call, context.safety
         attempt = 0
         while True:
             attempt += 1
@@ -602,18 +643,18 @@ class _Drive:
                 failure = f"outcome unknown: {exc}"
             except ToolError as exc:
                 faults.crashpoint("tool.after_call")
-                return await self._record(cs, k, tool, error=_tool_error(exc))
+                return await self._record(cs, k, safety, error=_tool_error(exc))
             except TimeoutError:
                 failure = f"timed out after {tool.spec.timeout}s"
             except Exception as exc:
                 failure = f"raised {type(exc).__name__}: {exc}"
             else:
                 faults.crashpoint("tool.after_call")
-                return await self._record(cs, k, tool, value=value)
+                return await self._record(cs, k, safety, value=value)
             delay = self.agent.tool_retry.delay(attempt)
             if delay is None:
                 return await self._record(
-                    cs, k, tool, error=("tool_failed", f"{failure} (after {attempt} attempts)")
+                    cs, k, safety, error=("tool_failed", f"{failure} (after {attempt} attempts)")
                 )
             log.info("tool_retry", call_id=call.id, attempt=attempt, delay_s=round(delay, 3))
             await asyncio.sleep(delay)
@@ -631,7 +672,7 @@ class _Drive:
         self,
         cs: CallState,
         k: int,
-        tool: Tool | None,
+        safety: Safety | None,
         *,
         value: Any = None,
         error: tuple[str, str] | tuple[str, str, Any] | None = None,
@@ -641,29 +682,36 @@ class _Drive:
             "call_id": call.id,
             "attempt": k,
             "tool": call.name,
-            "safety": tool.spec.safety.value if tool is not None else None,
+            "safety": safety.value if safety is not None else None,
         }
         if error is None:
-            try:
-                encode(value)
-            except StorageError:
-                error = ("invalid_result", f"{call.name} ran but returned a value that is not JSON")
-        elif len(error) == 3:
-            try:
-                encode(error[2])
-            except StorageError:
-                error = error[:2]
+            problem = unstorable(value, name="result")
+            if problem is not None:
+                # It ran: what it returned cannot be kept, but that it ran must be.
+                error = (
+                    "unrecordable_result",
+                    f"{call.name} ran, but its result cannot be journaled: {problem}",
+                )
+        elif len(error) == 3 and unstorable(error[2]) is not None:
+            error = error[:2]
         if error is None:
             payload["outcome"] = "value"
             payload["value"] = value
         else:
             payload["outcome"] = "error"
-            payload["error"] = R.error_payload(*error)
-        appended = await self._append(R.result_key(call.id, k), R.RESULT, payload)
+            payload["error"] = R.error_payload(error[0], clean(error[1]), *error[2:])
+        try:
+            appended = await self._append_result(R.result_key(call.id, k), payload)
+        except ConflictError:
+            # The run ended meanwhile (another driver finished it): what this call did is kept
+            # as evidence, never lost, and the drive stops.
+            await self._append(R.late_key(call.id, k), R.LATE, payload, after_end=True)
+            log.warning("late_result_after_end", call_id=call.id, attempt=k)
+            raise
         winner = appended.record.payload if appended.record is not None else {}
         if not appended.won and winner.get("outcome") == "not_executed":
             # Resolved "not executed" while it was running: keep what really happened.
-            await self._append(R.late_key(call.id, k), R.LATE, payload)
+            await self._append(R.late_key(call.id, k), R.LATE, payload, after_end=True)
             log.warning("late_result_after_resolution", call_id=call.id, attempt=k)
         faults.crashpoint("result.after_record")
         log.info(
@@ -675,8 +723,32 @@ class _Drive:
         )
         log.debug("tool_result", call_id=call.id, arguments=call.arguments, result=payload)
 
+    async def _append_result(self, key: str, payload: Mapping[str, Any]) -> Appended:
+        """Append a tool's result, retrying while the database is locked by someone else.
+
+        The one record that must not be lost: the tool has run, and without its result the
+        run halts on a call that in fact finished.
+        """
+        for delay in (*RESULT_COMMIT_RETRY, None):
+            try:
+                return await self._append(key, R.RESULT, payload)
+            except StorageError as exc:
+                if not exc.transient or delay is None:
+                    if exc.transient:
+                        raise StorageError(
+                            f"{exc} (the tool ran; its result could not be committed after "
+                            f"{len(RESULT_COMMIT_RETRY) + 1} tries: the run halts on this call "
+                            "until it is resolved)",
+                            run_id=self.run_id,
+                        ) from exc
+                    raise
+                log.warning("result_commit_retry", key=key, delay_s=delay, error=str(exc))
+                await asyncio.sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover
+
     def _halt(self, cs: CallState, cause: str) -> Halt:
         marker = cs.marker
+        cause = clean(cause, limit=2000)
         halt = Halt(
             call_id=cs.call.id,
             tool=cs.call.name,
@@ -695,7 +767,7 @@ class _Drive:
         await self._append(
             R.END,
             R.END,
-            {"status": status, "output": output, "error": error},
+            {"status": status, "output": output, "error": None if error is None else clean(error)},
             index={"status": status, "detail": None},
         )
         return self._ended()
@@ -718,6 +790,37 @@ class _Drive:
             turns=len(self.state.turns),
             **fields,
         )
+
+
+RESULT_COMMIT_RETRY = (0.1, 0.5, 1.0, 2.0, 4.0)
+"""Seconds between tries of a result's commit while the database stays locked (each try also
+waits for the journal's busy timeout)."""
+
+_STRICTNESS = {Safety.READ_ONLY: 0, Safety.IDEMPOTENT: 1, Safety.SIDE_EFFECT: 2}
+
+
+def _stricter(current: Safety, recorded: object) -> Safety:
+    """The stricter of the tool's Safety now and the one journaled with its turn."""
+    if recorded is None:
+        return current
+    try:
+        journaled = Safety(str(recorded))
+    except ValueError:
+        journaled = Safety.SIDE_EFFECT  # unreadable: assume the worst
+    return journaled if _STRICTNESS[journaled] > _STRICTNESS[current] else current
+
+
+def _policies(plan: Mapping[str, Any], tool: Tool) -> list[ApprovalPolicy]:
+    """Every gate a call must pass: the one journaled with its turn (a build that dropped or
+    loosened the gate never removes it), and the tool's own if it differs (a new gate binds)."""
+    gates = []
+    recorded = plan.get("approval")
+    if recorded:
+        gates.append(ApprovalPolicy.from_json(recorded))
+    current = tool.spec.approval
+    if isinstance(current, ApprovalPolicy) and all(g.digest != current.digest for g in gates):
+        gates.append(current)
+    return gates
 
 
 def _tool_error(exc: ToolError) -> tuple[str, str, Any]:

@@ -204,3 +204,48 @@ class RunState:
         """Pending calls that wait for a person (an approval or an answer), by the same rule
         ``status()`` uses."""
         return [c for c in self.pending_calls() if not c.unknown_outcome and self._waits(c)]
+
+    def anomalies(self) -> list[str]:
+        """What in the records says the run may have acted twice or broke the journal's rules.
+
+        Empty for every journal this bide writes; an older bide (before ownership and the end
+        guard) could leave a second attempt's result, or records after the end.
+        """
+        found = []
+        for c in self.calls.values():
+            acted = [k for k in sorted(c.markers) if _acted(c, k)]
+            if len(acted) > 1:
+                attempts = ", ".join(map(str, acted))
+                found.append(
+                    f"may have acted twice: call {c.call.id} ({c.call.name}) has "
+                    f"{len(acted)} attempts with results ({attempts})"
+                )
+        if self.end is not None:
+            end = self.end.seq
+            after = sorted(
+                (r for r in self.records if r.seq > end and not _allowed_after_end(r)),
+                key=lambda r: r.seq,
+            )
+            if after:
+                found.append(
+                    "records after the end: " + ", ".join(f"{r.key} (seq {r.seq})" for r in after)
+                )
+        return found
+
+
+def _acted(call: CallState, attempt: int) -> bool:
+    """Whether the side effect's attempt is known to have run to an outcome."""
+    if attempt in call.late:
+        return True
+    result = call.results.get(attempt)
+    return result is not None and result.payload.get("outcome") != "not_executed"
+
+
+def _allowed_after_end(record: Record) -> bool:
+    """What may follow a run's end: evidence of what an effect did (a late result, or a
+    resolution settling an unknown outcome)."""
+    if record.kind == R.LATE:
+        return True
+    return record.kind == R.RESULT and bool(
+        isinstance(record.payload, Mapping) and record.payload.get("resolved")
+    )

@@ -11,7 +11,7 @@ import traceback
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, NoReturn
 
-from runtime.cli import demo, drive, maintenance, people, verbs, view
+from runtime.cli import demo, drive, maintenance, people, verbs, verify, view
 from runtime.cli.base import EXIT_ERROR, EXIT_USAGE, Command, Failure, Invocation
 from runtime.cli.logs import configured
 from runtime.errors import BideError, ConfigError, SchemaError
@@ -24,6 +24,7 @@ COMMANDS: tuple[Command, ...] = (
     *verbs.COMMANDS,
     *people.COMMANDS,
     *maintenance.COMMANDS,
+    *verify.COMMANDS,
     *demo.COMMANDS,
 )
 """Every subcommand, in the order ``--help`` lists them. A new command is one more entry."""

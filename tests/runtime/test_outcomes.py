@@ -137,7 +137,10 @@ async def test_a_value_that_is_not_json_is_recorded_as_an_error_saying_the_tool_
     result = await drive(journal, Opaque())
     assert result.status is RunStatus.COMPLETED
     value, is_error = await content(journal)
-    assert is_error and "ran but returned a value that is not JSON" in value["message"]
+    assert is_error and value["type"] == "unrecordable_result"
+    assert value["message"] == (
+        "opaque ran, but its result cannot be journaled: result.x: object is not JSON"
+    )
 
 
 async def test_cancelling_the_drive_mid_call_records_nothing_and_the_side_effect_halts_on_resume(
