@@ -320,15 +320,21 @@ class _Drive:
     async def _next_turn(self) -> RunResult | None:
         n = len(self.state.turns) + 1
         if n > self.agent.max_turns:
-            raise BudgetError(
-                f"run {self.run_id!r} reached max_turns={self.agent.max_turns}; raise it and "
-                "resume to continue",
+            error = BudgetError(
+                f"run {self.run_id!r} reached max_turns={self.agent.max_turns}",
                 run_id=self.run_id,
             )
+            await self._stop("max_turns", str(error), "raise max_turns in the agent, then resume")
+            raise error
         try:
             turn = await self._ask_model()
         except ModelError as exc:
             if exc.retryable:
+                await self._stop(
+                    "model_unavailable",
+                    f"the model is unavailable after retries: {exc}",
+                    "resume once the model is back",
+                )
                 raise
             log.warning("model_failed", error=str(exc), status_code=exc.status_code)
             return await self._end("failed", error=f"model error: {exc}")
@@ -356,6 +362,17 @@ class _Drive:
         faults.crashpoint("turn.after_record")
         log.info("turn_recorded", n=n, tool_calls=len(turn.tool_calls), won=appended.won)
         return None
+
+    async def _stop(self, reason: str, message: str, remedy: str) -> None:
+        """Journal why this drive stops short of an end, so no view says the run is running."""
+        turns = len(self.state.turns)
+        await self._append(
+            R.stop_key(turns, reason),
+            R.STOP,
+            {"reason": reason, "message": clean(message), "remedy": remedy, "turns": turns},
+            index={"status": "orphaned", "detail": {"stopped": reason, "message": clean(message)}},
+        )
+        log.warning("drive_stopped_short", reason=reason, remedy=remedy)
 
     async def _ask_model(self) -> AssistantTurn:
         turn = await self.agent._retrying_model.complete(
@@ -460,10 +477,11 @@ class _Drive:
     async def _run_call(self, cs: CallState) -> Any:
         call = cs.call
         if cs.marker is not None:
-            return self._halt(
-                cs,
-                "the side effect was attempted and no result was recorded: it may have acted",
-            )
+            cause = "the side effect was attempted and no result was recorded: it may have acted"
+            recorded = cs.halt_cause
+            if recorded is not None:
+                cause += f" (when it halted: {recorded})"
+            return self._halt(cs, cause)
         k = cs.attempt
         tool = self.agent.tools.get(call.name)
         if tool is None:
@@ -617,15 +635,20 @@ class _Drive:
         try:
             value = await self._invoke(tool, call.arguments, context)
         except ToolOutcomeUnknown as exc:
-            return self._halt(cs, f"outcome unknown: {exc}")
+            return await self._halted(cs, k, exc, f"outcome unknown: {exc}")
         except ToolError as exc:
             faults.crashpoint("tool.after_call")
             return await self._record(cs, k, context.safety, error=_tool_error(exc))
-        except TimeoutError:
-            return self._halt(cs, f"timed out after {tool.spec.timeout}s: it may have acted")
+        except TimeoutError as exc:
+            return await self._halted(
+                cs, k, exc, f"timed out after {tool.spec.timeout}s: it may have acted"
+            )
         except Exception as exc:
-            return self._halt(
-                cs, f"raised {type(exc).__name__}: {exc} (not a ToolError: it may have acted)"
+            return await self._halted(
+                cs,
+                k,
+                exc,
+                f"raised {type(exc).__name__}: {exc} (not a ToolError: it may have acted)",
             )
         faults.crashpoint("tool.after_call")
         return await self._record(cs, k, context.safety, value=value)
@@ -745,6 +768,22 @@ class _Drive:
                 log.warning("result_commit_retry", key=key, delay_s=delay, error=str(exc))
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _halted(self, cs: CallState, k: int, exc: BaseException, cause: str) -> Halt:
+        """Halt on this drive's own attempt, journaling the cause for every later view."""
+        halt = self._halt(cs, cause)
+        await self._append(
+            R.halt_key(cs.call.id, k),
+            R.HALT,
+            {
+                "call_id": cs.call.id,
+                "attempt": k,
+                "error_type": type(exc).__name__,
+                "cause": halt.cause,
+            },
+            after_end=True,  # evidence of an unknown effect is kept whatever happened meanwhile
+        )
+        return halt
 
     def _halt(self, cs: CallState, cause: str) -> Halt:
         marker = cs.marker

@@ -8,12 +8,15 @@ One run's keys (insert-if-absent, so of two drivers writing one key exactly one 
     attempt/<call>/<k>          a side effect's k-th attempt is about to leave the process
     result/<call>/<k>           the outcome of attempt k: a value, an error, or a resolution
     late/<call>/<k>             a result that arrived after attempt k was resolved "not executed"
+                                (or after the run ended)
+    halt/<call>/<k>             why this drive halted on attempt k (the exception), as evidence
     decision/<call>/<digest>    an approval decision as submitted (counted or not); identical
                                 resubmissions share a key, so they are no-ops
     tally/<call>/<policy>       the gate's terminal tally under one policy, before the tool runs
     interrupt/<call>/<key>      a tool's question to a person
     answer/<call>/<key>         the answer to it
     cancel                      a cancel request
+    stop/<turns>/<reason>       a drive stopped short of an end (max_turns, the model unavailable)
     end                         the run's end: completed, failed or cancelled
 """
 
@@ -27,19 +30,23 @@ __all__ = [
     "CANCEL",
     "DECISION",
     "END",
+    "HALT",
     "INTERRUPT",
     "LATE",
     "RESULT",
     "START",
+    "STOP",
     "TALLY",
     "TURN",
     "Outcome",
     "answer_key",
     "attempt_key",
     "decision_key",
+    "halt_key",
     "interrupt_key",
     "late_key",
     "result_key",
+    "stop_key",
     "tally_key",
     "turn_key",
 ]
@@ -54,6 +61,8 @@ TALLY = "tally"
 INTERRUPT = "interrupt"
 ANSWER = "answer"
 CANCEL = "cancel"
+HALT = "halt"
+STOP = "stop"
 END = "end"
 
 Outcome = Literal["value", "error", "not_executed"]
@@ -73,6 +82,14 @@ def result_key(call_id: str, attempt: int) -> str:
 
 def late_key(call_id: str, attempt: int) -> str:
     return f"late/{call_id}/{attempt}"
+
+
+def halt_key(call_id: str, attempt: int) -> str:
+    return f"halt/{call_id}/{attempt}"
+
+
+def stop_key(turns: int, reason: str) -> str:
+    return f"stop/{turns}/{reason}"
 
 
 def decision_key(call_id: str, fingerprint: str) -> str:

@@ -30,6 +30,8 @@ class CallState:
     markers: dict[int, Record] = field(default_factory=dict)
     results: dict[int, Record] = field(default_factory=dict)
     late: dict[int, Record] = field(default_factory=dict)
+    halts: dict[int, Record] = field(default_factory=dict)
+    """Why a drive halted on an attempt (the exception), journaled as evidence."""
     decisions: list[Record] = field(default_factory=list)
     tallies: dict[str, Record] = field(default_factory=dict)
     """Terminal tallies of the approval gate, by the digest of the policy they were made under."""
@@ -58,6 +60,13 @@ class CallState:
     def marker(self) -> Record | None:
         """The current attempt's marker, if a side effect was attempted."""
         return self.markers.get(self.attempt)
+
+    @property
+    def halt_cause(self) -> str | None:
+        """Why the drive that made the current attempt halted on it, if it said."""
+        record = self.halts.get(self.attempt)
+        cause = record.payload.get("cause") if record is not None else None
+        return cause if isinstance(cause, str) else None
 
     @property
     def unknown_outcome(self) -> bool:
@@ -97,6 +106,7 @@ class RunState:
     calls: dict[str, CallState] = field(default_factory=dict)
     cancel: Record | None = None
     end: Record | None = None
+    stops: list[Record] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     records: list[Record] = field(default_factory=list)
     _seen: set[int] = field(default_factory=set)
@@ -122,12 +132,11 @@ class RunState:
             self.start = payload
         elif kind == R.TURN:
             self._add_turn(record)
-        elif kind in (R.ATTEMPT, R.RESULT, R.LATE):
+        elif kind in (R.ATTEMPT, R.RESULT, R.LATE, R.HALT):
             call = self._call(record)
             attempt = int(payload["attempt"])
-            {R.ATTEMPT: call.markers, R.RESULT: call.results, R.LATE: call.late}[kind][attempt] = (
-                record
-            )
+            by_kind = {R.ATTEMPT: call.markers, R.RESULT: call.results, R.LATE: call.late}
+            by_kind.get(kind, call.halts)[attempt] = record
         elif kind == R.DECISION:
             self._call(record).decisions.append(record)
         elif kind == R.TALLY:
@@ -138,6 +147,8 @@ class RunState:
             self._call(record).answers[str(payload["key"])] = record
         elif kind == R.CANCEL:
             self.cancel = record
+        elif kind == R.STOP:
+            self.stops.append(record)
         elif kind == R.END:
             self.end = record
 
@@ -185,12 +196,24 @@ class RunState:
             return str(self.end.payload.get("status", "failed"))
         if self.cancel is not None:
             return "cancelled"
+        if self.stop is not None:
+            return "orphaned"
         pending = self.pending_calls()
         if any(c.unknown_outcome for c in pending):
             return "halted"
         if any(self._waits(c) for c in pending):
             return "waiting"
         return "running"
+
+    @property
+    def stop(self) -> Record | None:
+        """The journaled reason the last drive stopped short of an end, while it still holds
+        (no turn was recorded since): the run is not being driven."""
+        turns = len(self.turns)
+        current = [r for r in self.stops if r.payload.get("turns") == turns]
+        if not current or self.pending_calls():
+            return None
+        return max(current, key=lambda r: r.seq)
 
     def _waits(self, call: CallState) -> bool:
         if call.interrupts.keys() - call.answers.keys():
@@ -244,7 +267,7 @@ def _acted(call: CallState, attempt: int) -> bool:
 def _allowed_after_end(record: Record) -> bool:
     """What may follow a run's end: evidence of what an effect did (a late result, or a
     resolution settling an unknown outcome)."""
-    if record.kind == R.LATE:
+    if record.kind in (R.LATE, R.HALT):
         return True
     return record.kind == R.RESULT and bool(
         isinstance(record.payload, Mapping) and record.payload.get("resolved")

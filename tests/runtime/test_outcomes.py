@@ -240,3 +240,24 @@ async def test_a_tool_errors_data_travels_with_its_message(journal: Journal) -> 
         },
         True,
     )
+
+
+async def test_the_exception_behind_a_halt_is_journaled_and_told_on_every_later_resume(
+    journal: Journal,
+) -> None:
+    class Provider:
+        spec = flaky(Ledger(), "charge", Safety.SIDE_EFFECT, []).spec
+
+        async def call(self, arguments: Any, context: Any = None) -> Any:
+            raise RuntimeError("provider said 502")
+
+    result = await drive(journal, Provider())
+    assert result.status is RunStatus.HALTED
+    state = await journal.require("r")
+    (record,) = [r for r in state.records if r.kind == "halt"]
+    assert record.payload["error_type"] == "RuntimeError"
+    assert "raised RuntimeError: provider said 502" in record.payload["cause"]
+    again = await drive(journal, Provider())
+    assert again.status is RunStatus.HALTED and again.halt is not None
+    assert "when it halted: raised RuntimeError: provider said 502" in again.halt.cause
+    assert [r.kind for r in (await journal.require("r")).records].count("halt") == 1

@@ -98,15 +98,24 @@ async def test_recorded_turns_are_never_requested_again_after_a_crash(journal: J
     assert model.calls == 0
 
 
-async def test_max_turns_is_a_budget_error_and_the_run_continues_once_raised(
+async def test_max_turns_is_a_budget_error_journaled_as_a_stop_and_the_run_continues_once_raised(
     journal: Journal,
 ) -> None:
     ledger = Ledger()
-    with pytest.raises(BudgetError, match="max_turns=2"):
+    with pytest.raises(BudgetError, match="max_turns=2$"):
         await agent(ledger, max_turns=2).run("r", "go", journal=journal)
-    assert (await journal.require("r")).status() == "running"
+    state = await journal.require("r")
+    assert state.status() == "orphaned", "nobody drives it: no view may say running"
+    assert state.stop is not None and state.stop.payload["reason"] == "max_turns"
+    assert state.stop.payload["remedy"] == "raise max_turns in the agent, then resume"
+    row = await journal.run_row("r")
+    assert row is not None and row.status == "orphaned"
+    with pytest.raises(BudgetError):  # the same stop again adds no record
+        await agent(ledger, max_turns=2).resume("r", journal=journal)
+    assert len((await journal.require("r")).stops) == 1
     result = await agent(ledger, max_turns=3).resume("r", journal=journal)
     assert result.status is RunStatus.COMPLETED
+    assert (await journal.require("r")).status() == "completed"
     assert ledger.count("charge") == 1
 
 
@@ -225,7 +234,10 @@ async def test_retryable_model_errors_past_the_policy_leave_the_run_resumable(
     a = Agent(model=model, model_retry=RetryPolicy(max_attempts=2, initial_delay=0))
     with pytest.raises(ModelError):
         await a.run("r", "go", journal=journal)
-    assert (await journal.require("r")).status() == "running"
+    state = await journal.require("r")
+    assert state.status() == "orphaned"
+    assert state.stop is not None and state.stop.payload["reason"] == "model_unavailable"
+    assert "503" in state.stop.payload["message"]
     assert (await a.resume("r", journal=journal)).status is RunStatus.COMPLETED
 
 
