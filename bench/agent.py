@@ -235,13 +235,15 @@ class MemoryStore:
         kind: str,
         payload: Any,
         *,
-        unless: str | None = None,
+        unless: str | tuple[str, ...] | None = None,
         watch: str | None = None,
         index: Mapping[str, Any] | None = None,
     ) -> Appended:
         run = self.runs[run_id]
-        if unless is not None and unless in run:
-            return Appended(False, None, watch is not None and watch in run)
+        guards = (unless,) if isinstance(unless, str) else unless or ()
+        refused = next((g for g in guards if g in run), None)
+        if refused is not None:
+            return Appended(False, None, watch is not None and watch in run, refused)
         record = run.get(key)
         won = record is None
         if record is None:

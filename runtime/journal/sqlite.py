@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import functools
 import json
+import os
 import queue
 import sqlite3
 import threading
@@ -267,6 +268,7 @@ class Writer:
         self._closed = False
         self._ready: asyncio.Future[None] = self._loop.create_future()
         self._limit = 999
+        self._files: dict[str, tuple[int, int] | None] = {}
         self._stopped: StorageError | None = None
         """Why the writer thread stopped serving, once it has: every later submit gets it."""
         self._gate = threading.Lock()
@@ -303,6 +305,7 @@ class Writer:
             )
             configure(conn, busy_timeout_ms=self._busy_timeout_ms)
             self._limit = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+            self._files = {self.path: _identity(self.path)}
         except (sqlite3.Error, StorageError) as exc:
             error = _storage_error(self.path, exc)
             self._tell(_settle, [(_Failed(error), self._ready)])
@@ -361,9 +364,36 @@ class Writer:
                     stop = True
                     break
                 batch.append(item)
+            replaced = self._replaced()
+            if replaced is not None:
+                log.error("journal_file_replaced", path=self.path, error=str(replaced))
+                self._tell(_fail_all, batch, replaced)
+                self._stop(replaced)
+                return
             self._commit(conn, batch)
         # Fail whatever arrived after close, so no caller waits forever.
         self._stop(StorageError(f"journal {self.path} is closed"))
+
+    def _replaced(self) -> StorageError | None:
+        """Whether the journal file, or its WAL, is no longer the one this writer writes to.
+
+        SQLite promises nothing when its files are deleted or swapped under a live connection:
+        records would go to an unlinked file and a second driver could fire an effect again.
+        Checked before each batch (a stat or two); the WAL is known once the first commit made it.
+        """
+        wal = f"{self.path}-wal"
+        if wal not in self._files and self.commits:
+            self._files[wal] = _identity(wal)
+        for name, identity in self._files.items():
+            now = _identity(name)
+            if now != identity:
+                what = "deleted" if now is None else "replaced"
+                return StorageError(
+                    f"journal {self.path}: {os.path.basename(name)} was {what} while this process "
+                    "had it open; nothing more is written through this Journal (reopen it, and "
+                    "check the file: records written since may be lost)"
+                )
+        return None
 
     def _commit(
         self, conn: sqlite3.Connection, batch: list[tuple[Op, asyncio.Future[Any]]]
@@ -580,6 +610,14 @@ def check_format(run_id: str, header_payload: str | None) -> None:
             f"{schema.FORMAT_VERSION} only (a newer bide wrote it?)",
             run_id=run_id,
         )
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _storage_error(path: str, exc: BaseException) -> StorageError:

@@ -233,3 +233,17 @@ def test_a_journal_payload_read_back_is_identical(tmp_path: Path) -> None:
             return (await journal.store.get("r", "k")).payload  # type: ignore[union-attr]
 
     assert json.dumps(asyncio.run(go()), sort_keys=True) == json.dumps(value, sort_keys=True)
+
+
+@pytest.mark.parametrize("victim", ["-wal", ""])
+async def test_a_writer_whose_file_is_deleted_under_it_stops_instead_of_writing_blind(
+    db_path: Path, victim: str
+) -> None:
+    async with Journal(db_path) as journal:
+        await journal.store.create_run("r")
+        await journal.store.append("r", "k1", "t", {})
+        Path(f"{db_path}{victim}").unlink()
+        with pytest.raises(StorageError, match=r"was deleted while this process had it open"):
+            await asyncio.wait_for(journal.store.append("r", "k2", "t", {}), 5)
+        with pytest.raises(StorageError, match="was deleted"):
+            await asyncio.wait_for(journal.store.append("r", "k3", "t", {}), 5)

@@ -56,10 +56,10 @@ def test_a_guard_sees_only_what_precedes_it_in_the_batch(conn: sqlite3.Connectio
     out = apply(
         conn,
         [
-            op("r", "a", unless="cancel", watch="cancel"),
+            op("r", "a", unless=("cancel",), watch="cancel"),
             op("r", "cancel"),
-            op("r", "b", unless="cancel", watch="cancel"),
-            op("s", "c", unless="cancel", watch="cancel"),
+            op("r", "b", unless=("cancel",), watch="cancel"),
+            op("s", "c", unless=("cancel",), watch="cancel"),
         ],
     )
     assert [(o[0], len(o) == 7, o[1]) for o in out] == [
@@ -142,7 +142,7 @@ def test_index_fields_take_the_last_value_in_the_batch_and_touch_updated_ms(
             W.IndexOp("r", {"detail": '{"d":1}'}),
             op("r", "t2", index={"turns": 2}),
             op("s", "x"),
-            op("r", "refused", unless="t1", index={"turns": 99}),
+            op("r", "refused", unless=("t1",), index={"turns": 99}),
         ],
     )
     row = conn.execute(
