@@ -1,8 +1,9 @@
 """Crash points: named places where a test can make the process SIGKILL itself, with no cleanup.
 
 ``BIDE_CRASH`` names the points to arm, each with the hit that fires (default the first), e.g.
-``BIDE_CRASH="tool.after_call@2,write.after_commit@7"``. Unset, every point is one global check.
-The crash suite (``tests/crash``) arms them; the points are listed in ``POINTS``.
+``BIDE_CRASH="tool.after_call@2,write.after_commit@7"``. Nothing is armed at import: the CLI's
+entry point calls ``arm_from_environment()``, and so do the crash suite's child processes.
+Unarmed, every point is one global check. The points are listed in ``POINTS``.
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from __future__ import annotations
 import os
 import signal
 
-__all__ = ["POINTS", "arm", "crashpoint"]
+from runtime.errors import ConfigError
+
+__all__ = ["POINTS", "arm", "arm_from_environment", "crashpoint"]
 
 POINTS = (
     "model.after_answer",  # the model answered; its turn is not recorded yet
@@ -32,7 +35,11 @@ _hits: dict[str, int] = {}
 
 
 def arm(spec: str | None) -> None:
-    """Arm crash points from a spec like ``"tool.after_call@2,write.after_commit"``."""
+    """Arm crash points from a spec like ``"tool.after_call@2,write.after_commit"``.
+
+    A spec naming an unknown point or a hit that is not a positive integer is a ``ConfigError``
+    and arms nothing.
+    """
     global _armed
     _hits.clear()
     if not spec:
@@ -42,9 +49,18 @@ def arm(spec: str | None) -> None:
     for part in spec.split(","):
         name, _, hit = part.strip().partition("@")
         if name not in POINTS:
-            raise ValueError(f"unknown crash point {name!r}; known: {', '.join(POINTS)}")
+            raise ConfigError(
+                f"BIDE_CRASH: unknown crash point {name!r}; known: {', '.join(POINTS)}"
+            )
+        if hit and not (hit.isdigit() and int(hit) > 0):
+            raise ConfigError(f"BIDE_CRASH: the hit after {name}@ must be a positive integer")
         armed[name] = int(hit) if hit else 1
     _armed = armed
+
+
+def arm_from_environment() -> None:
+    """Arm the points ``BIDE_CRASH`` names (the CLI and crash-test children call this)."""
+    arm(os.environ.get("BIDE_CRASH"))
 
 
 def crashpoint(name: str, count: int = 1) -> None:
@@ -58,6 +74,3 @@ def crashpoint(name: str, count: int = 1) -> None:
     _hits[name] = before + count
     if before < target <= before + count:
         os.kill(os.getpid(), signal.SIGKILL)
-
-
-arm(os.environ.get("BIDE_CRASH"))

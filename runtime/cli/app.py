@@ -11,6 +11,7 @@ import traceback
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, NoReturn
 
+from runtime import faults
 from runtime.cli import demo, drive, maintenance, people, verbs, verify, view
 from runtime.cli.base import EXIT_ERROR, EXIT_USAGE, Command, Failure, Invocation
 from runtime.cli.logs import configured
@@ -131,6 +132,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "bide") -> int:
         invocation = Invocation(args, prog=prog, environ=os.environ, stdout=sys.stdout)
         handler: Callable[[Invocation], Coroutine[Any, Any, int]] = args.handler
         try:
+            faults.arm_from_environment()  # crash points, for the crash suite and the demo
             return asyncio.run(handler(invocation))
         except KeyboardInterrupt:
             print("bide: interrupted", file=sys.stderr)

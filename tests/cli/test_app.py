@@ -21,6 +21,7 @@ NAMES = [
     "answer",
     "keygen",
     "migrate",
+    "verify",
     "demo",
 ]
 

@@ -16,7 +16,7 @@ import sys
 
 import structlog
 
-from runtime import Journal
+from runtime import Journal, faults
 from runtime.cli.logs import configured
 from runtime.cli.specs import open_agent
 from tests.crash import mutants
@@ -58,4 +58,5 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    faults.arm_from_environment()
     raise SystemExit(main(sys.argv[1:]))

@@ -15,6 +15,8 @@ from tests.conftest import child_env
 
 # A child that appends records and prints "ack <key>" only after each append returned.
 WRITER = """
+from runtime import faults
+faults.arm_from_environment()
 import asyncio, sys
 from runtime.journal import Store
 

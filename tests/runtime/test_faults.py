@@ -75,6 +75,8 @@ async def test_failing_every_kth_write_never_fires_a_side_effect_twice(tmp_path:
 
 
 CHILD = """
+from runtime import faults
+faults.arm_from_environment()
 import asyncio, sys
 from runtime import Agent, Journal
 from runtime.testing import ScriptedModel
@@ -177,3 +179,36 @@ async def test_retry_safe_calls_rerun_after_a_crash_before_their_result(
         for r in state.records
         if r.kind == "attempt" and r.payload["call_id"] in ("c1", "c2")
     )
+
+
+def test_importing_bide_arms_no_crash_point_whatever_the_environment() -> None:
+    code = "import runtime, runtime.faults as f; print(f._armed)"
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=child_env(BIDE_CRASH="tool.after_call"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "None"), done.stderr
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [("bogus", "unknown crash point 'bogus'"), ("tool.after_call@x", "positive integer")],
+)
+def test_a_bad_crash_spec_is_one_clear_line_from_the_cli(
+    tmp_path: Path, spec: str, says: str
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "runtime", "list", "--db", str(tmp_path / "none.db")],
+        env=child_env(BIDE_CRASH=spec),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("bide: error: BIDE_CRASH: ") and says in line

@@ -289,6 +289,8 @@ async def test_an_interrupt_from_a_side_effect_tool_is_a_config_error(journal: J
 # --- the tally across SIGKILL ----------------------------------------------------------------
 
 CHILD = """
+from runtime import faults
+faults.arm_from_environment()
 import asyncio, json, sys
 from runtime import Agent, Journal, ApprovalPolicy, tool
 from runtime.testing import ScriptedModel

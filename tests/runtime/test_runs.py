@@ -102,7 +102,7 @@ async def test_max_turns_is_a_budget_error_journaled_as_a_stop_and_the_run_conti
     journal: Journal,
 ) -> None:
     ledger = Ledger()
-    with pytest.raises(BudgetError, match="max_turns=2$"):
+    with pytest.raises(BudgetError, match=r"max_turns=2$"):
         await agent(ledger, max_turns=2).run("r", "go", journal=journal)
     state = await journal.require("r")
     assert state.status() == "orphaned", "nobody drives it: no view may say running"
