@@ -29,11 +29,11 @@ import structlog
 
 from bench.anchors import Anchors, RawSampler, bracket, header, measure, spread
 from runtime import Agent, AssistantTurn, Journal, Safety, ToolCall, ToolContext, tool
-from runtime.journal import Appended, Record, Store
+from runtime.journal import SQLiteStore
 from runtime.journal.store import encode
 from runtime.messages import Message, UserMessage
 from runtime.state import RunState
-from runtime.testing import ScriptedModel
+from runtime.testing import MemoryStore, ScriptedModel
 from runtime.tools import FunctionTool, ToolSpec
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -199,65 +199,6 @@ async def act(n: int) -> dict[str, int]:
     return {"acted": n}
 
 
-class MemoryStore:
-    """The Store's append contract held in a dict: the agent loop's own cost, with no journal."""
-
-    path = ":memory:"
-
-    def __init__(self) -> None:
-        self.runs: dict[str, dict[str, Record]] = {}
-        self.seq = 0
-        self.commits = 0
-
-    def _put(self, run_id: str, key: str, kind: str, payload: Any) -> Record:
-        self.seq += 1
-        record = Record(self.seq, run_id, key, kind, payload, 0)
-        self.runs[run_id][key] = record
-        return record
-
-    async def create_run(self, run_id: str, *, agent: str | None = None) -> bool:
-        if run_id in self.runs:
-            return False
-        self.runs[run_id] = {}
-        self._put(run_id, "header", "header", {"format": 1})
-        return True
-
-    async def check_run(self, run_id: str) -> bool:
-        return run_id in self.runs
-
-    async def load(self, run_id: str, *, after: int = 0) -> list[Record]:
-        return sorted((r for r in self.runs[run_id].values() if r.seq > after), key=seq_of)
-
-    async def append(
-        self,
-        run_id: str,
-        key: str,
-        kind: str,
-        payload: Any,
-        *,
-        unless: str | tuple[str, ...] | None = None,
-        watch: str | None = None,
-        index: Mapping[str, Any] | None = None,
-    ) -> Appended:
-        run = self.runs[run_id]
-        guards = (unless,) if isinstance(unless, str) else unless or ()
-        refused = next((g for g in guards if g in run), None)
-        if refused is not None:
-            return Appended(False, None, watch is not None and watch in run, refused)
-        record = run.get(key)
-        won = record is None
-        if record is None:
-            record = self._put(run_id, key, kind, payload)
-        return Appended(won, record, watch is not None and watch in run)
-
-    async def update_index(self, run_id: str, **fields: Any) -> None:
-        return None
-
-
-def seq_of(record: Record) -> int:
-    return record.seq
-
-
 class GCClock:
     """Wall time spent in the cyclic garbage collector, by gc.callbacks."""
 
@@ -302,9 +243,8 @@ async def b2_child(mode: str, runs: int, seed: int, tmp: str) -> dict[str, Any]:
 
     elif mode == "store":
         # The same seven records per run through the Store alone: the journal without the loop.
-        store = await Store.open(os.path.join(tmp, f"b2-{runs}.db"))
-        journal = Journal(store.path)
-        journal._store = store
+        store = await SQLiteStore.open(os.path.join(tmp, f"b2-{runs}.db"))
+        journal = await Journal(store=store).open()
         turn1 = {"n": 1, "turn": FIRST.to_json(), "plan": {"c1": {"safety": "side_effect"}}}
         marker = {"call_id": "c1", "attempt": 1, "tool": "act", "safety": "side_effect"}
         turn2 = {"n": 2, "turn": FINAL.to_json(), "plan": {}}
@@ -326,8 +266,7 @@ async def b2_child(mode: str, runs: int, seed: int, tmp: str) -> dict[str, Any]:
     else:
         agent = Agent(model=SleepyModel(dict(zip(inputs, delays, strict=True))), tools=[act])
         if mode == "memory":
-            journal = Journal(os.path.join(tmp, "unused.db"))
-            journal._store = MemoryStore()  # type: ignore[assignment]
+            journal = await Journal(store=MemoryStore(check=False)).open()
         else:
             journal = await Journal(os.path.join(tmp, f"b2-{runs}.db")).open()
 

@@ -16,7 +16,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.anchors import RawSampler, bracket, header, measure, spread
-from runtime.journal import Store
+from runtime.journal import SQLiteStore
 from runtime.journal import sqlite as writer
 
 PAYLOAD = {"value": "x" * 180}
@@ -35,7 +35,7 @@ async def direct(calls: int) -> float:
 
 async def b1(path: str, calls: int, side_effect: bool) -> float:
     """Seconds per call of a trivial tool whose result (and side-effect marker) is journaled."""
-    async with await Store.open(path) as store:
+    async with await SQLiteStore.open(path) as store:
         run = f"b1-{side_effect}-{time.monotonic_ns()}"
         await store.create_run(run)
         t = time.perf_counter()
@@ -49,7 +49,7 @@ async def b1(path: str, calls: int, side_effect: bool) -> float:
 
 async def b4(path: str, runs: int, records_per_run: int) -> tuple[float, int]:
     """Records per second with ``runs`` runs appending concurrently; and commits used."""
-    async with await Store.open(path) as store:
+    async with await SQLiteStore.open(path) as store:
         prefix = f"b4-{time.monotonic_ns()}"
 
         async def one(r: int) -> None:

@@ -1,17 +1,22 @@
-"""ScriptedModel: a Model that replays a script, for tests, demos and users' own tests."""
+"""For tests, demos and users' own tests: ScriptedModel (a Model that replays a script) and
+MemoryStore (a journal's store in memory)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from runtime.errors import ConfigError
+from runtime.errors import ConfigError, FormatError, StorageError
+from runtime.journal.schema import FORMAT_VERSION
+from runtime.journal.store import Appended, Record, RunPage, RunRow, encode
 from runtime.messages import AssistantTurn, Message, ToolCall, Usage
 from runtime.tools import ToolSpec
 
-__all__ = ["ScriptedModel"]
+__all__ = ["MemoryStore", "ScriptedModel"]
 
 
 class ScriptedModel:
@@ -78,3 +83,133 @@ def _parse_turn(index: int, turn: Mapping[str, Any]) -> AssistantTurn:
         usage=Usage.from_json(usage if isinstance(usage, Mapping) else None),
         finish_reason="tool_calls" if calls else "stop",
     )
+
+
+class MemoryStore:
+    """The ``Store`` protocol held in memory: ``Journal(store=MemoryStore())``.
+
+    For tests and benchmarks that need a journal's rules (single-winner keys, guards, commit
+    order, the listing index) without a file: nothing survives the process. With ``check``
+    (the default) every payload goes through the journal's codec, so what SQLite would refuse
+    is refused here too, and a record read back is a copy; ``check=False`` keeps the caller's
+    objects (a benchmark of the loop alone).
+    """
+
+    path = ":memory:"
+
+    def __init__(self, *, check: bool = True):
+        self._check = check
+        self._runs: dict[str, dict[str, Record]] = {}
+        self._rows: dict[str, RunRow] = {}
+        self._seq = 0
+        self.commits = 0
+
+    async def close(self) -> None:
+        return None
+
+    def _put(self, run_id: str, key: str, kind: str, payload: Any) -> Record:
+        self._seq += 1
+        self.commits += 1
+        if self._check:
+            payload = json.loads(encode(payload))
+        record = Record(self._seq, run_id, key, kind, payload, _now_ms())
+        self._runs[run_id][key] = record
+        return record
+
+    def _copy(self, record: Record) -> Record:
+        if not self._check:
+            return record
+        return dataclasses.replace(record, payload=json.loads(encode(record.payload)))
+
+    async def create_run(self, run_id: str, *, agent: str | None = None) -> bool:
+        if run_id in self._runs:
+            return False
+        self._runs[run_id] = {}
+        header = self._put(run_id, "header", "header", {"format": FORMAT_VERSION})
+        ms = header.created_ms
+        self._rows[run_id] = RunRow(run_id, FORMAT_VERSION, "running", agent, 0, ms, ms, None)
+        return True
+
+    async def append(
+        self,
+        run_id: str,
+        key: str,
+        kind: str,
+        payload: Any,
+        *,
+        unless: str | tuple[str, ...] | None = None,
+        watch: str | None = None,
+        index: Mapping[str, Any] | None = None,
+    ) -> Appended:
+        run = self._runs.get(run_id)
+        if run is None:
+            raise FormatError(f"run {run_id!r} has no header record", run_id=run_id)
+        guards = (unless,) if isinstance(unless, str) else unless or ()
+        watched = watch is not None and watch in run
+        refused = next((g for g in guards if g in run), None)
+        if refused is not None:
+            return Appended(False, None, watched, refused)
+        record = run.get(key)
+        won = record is None
+        if record is None:
+            record = self._put(run_id, key, kind, payload)
+        self._index(run_id, dict(index or {}))
+        return Appended(won, self._copy(record) if not won else record, watched)
+
+    def _index(self, run_id: str, fields: dict[str, Any]) -> None:
+        row = self._rows[run_id]
+        unknown = set(fields) - {"status", "agent", "turns", "detail"}
+        if unknown:
+            raise StorageError(f"unknown run index columns {sorted(unknown)}")
+        self._rows[run_id] = dataclasses.replace(row, **fields, updated_ms=_now_ms())
+
+    async def update_index(self, run_id: str, *, unless: str | None = None, **fields: Any) -> None:
+        run = self._runs.get(run_id, {})
+        if run_id in self._rows and (unless is None or unless not in run):
+            self._index(run_id, fields)
+
+    async def get(self, run_id: str, key: str) -> Record | None:
+        record = self._runs.get(run_id, {}).get(key)
+        return None if record is None else self._copy(record)
+
+    async def check_run(self, run_id: str) -> bool:
+        return run_id in self._runs
+
+    async def load(self, run_id: str, *, after: int = 0) -> list[Record]:
+        records = self._runs.get(run_id, {}).values()
+        return [self._copy(r) for r in sorted(records, key=_seq) if r.seq > after]
+
+    async def list_runs(
+        self,
+        *,
+        status: str | None = None,
+        prefix: str | None = None,
+        limit: int = 50,
+        before: str | None = None,
+    ) -> RunPage:
+        if limit < 1:
+            raise ConfigError("limit must be at least 1")
+        rows = sorted(self._rows.values(), key=lambda r: (r.created_ms, r.run_id), reverse=True)
+        if status is not None:
+            rows = [r for r in rows if r.status == status]
+        if prefix:
+            rows = [r for r in rows if r.run_id.startswith(prefix)]
+        if before is not None:
+            created, _, after_id = before.partition(":")
+            if not created.isdigit():
+                raise ConfigError(f"invalid page cursor {before!r}")
+            rows = [r for r in rows if (r.created_ms, r.run_id) < (int(created), after_id)]
+        page = rows[:limit]
+        cursor = f"{page[-1].created_ms}:{page[-1].run_id}" if len(rows) > limit else None
+        return RunPage(page, cursor)
+
+    async def run_row(self, run_id: str) -> RunRow | None:
+        return self._rows.get(run_id)
+
+
+def _seq(record: Record) -> int:
+    return record.seq
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000

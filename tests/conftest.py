@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import structlog
 
-from runtime.journal import Journal, Store
+from runtime.journal import Journal, SQLiteStore
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,8 +26,8 @@ def db_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-async def store(db_path: Path) -> AsyncIterator[Store]:
-    s = await Store.open(db_path)
+async def store(db_path: Path) -> AsyncIterator[SQLiteStore]:
+    s = await SQLiteStore.open(db_path)
     try:
         yield s
     finally:

@@ -14,8 +14,9 @@ from runtime import faults
 from runtime import records as R
 from runtime.approval import ApprovalPolicy, Decision, Tally, canonical_json, judge
 from runtime.errors import ConfigError, ConflictError
+from runtime.journal.protocol import Store
 from runtime.journal.sqlite import BUSY_TIMEOUT_MS
-from runtime.journal.store import RunPage, RunRow, Store, unstorable
+from runtime.journal.store import RunPage, RunRow, SQLiteStore, unstorable
 from runtime.state import CallState, RunState
 
 __all__ = ["Decided", "Journal", "Resolution"]
@@ -75,30 +76,45 @@ class Journal:
     ``url`` is ``sqlite+aiosqlite:///path`` or a file path. The schema is migrated to this bide's
     head on open unless ``migrate=False``, which only verifies it. One Journal serves many runs
     and many agents at once; its writer group-commits all of them.
+
+    ``Journal(store=...)`` uses a store made elsewhere instead (anything that keeps the ``Store``
+    protocol, such as ``runtime.testing.MemoryStore``); closing the Journal closes it.
     """
 
     def __init__(
         self,
-        url: str | os.PathLike[str],
+        url: str | os.PathLike[str] | None = None,
         *,
+        store: Store | None = None,
         migrate: bool = True,
         busy_timeout_ms: int = BUSY_TIMEOUT_MS,
     ):
+        if (url is None) == (store is None):
+            raise ConfigError("a Journal needs a url or a store (one of them)")
+        if store is not None and not isinstance(store, Store):
+            raise ConfigError(f"{store!r} does not implement the Store protocol")
         self.url = url
         self._migrate = migrate
         self._busy_timeout_ms = busy_timeout_ms
+        self._given = store
         self._store: Store | None = None
 
     async def open(self) -> Self:
         if self._store is None:
-            self._store = await Store.open(
-                self.url, migrate=self._migrate, busy_timeout_ms=self._busy_timeout_ms
-            )
+            if self._given is not None:
+                self._store = self._given
+            elif self.url is None:
+                raise ConfigError("this Journal's store was closed; make a new Journal")
+            else:
+                self._store = await SQLiteStore.open(
+                    self.url, migrate=self._migrate, busy_timeout_ms=self._busy_timeout_ms
+                )
         return self
 
     async def close(self) -> None:
         if self._store is not None:
             store, self._store = self._store, None
+            self._given = None  # a closed store is not reopened
             await store.close()
 
     async def __aenter__(self) -> Self:

@@ -39,7 +39,7 @@ __all__ = [
     "Record",
     "RunPage",
     "RunRow",
-    "Store",
+    "SQLiteStore",
     "encode",
     "unstorable",
 ]
@@ -313,8 +313,9 @@ _LIST = {flags: _list_query(*flags) for flags in itertools.product((False, True)
 _ROW = _Query(sa.select(*_RUN_COLUMNS).where(_u.c.run_id == _RUN_ID))
 
 
-class Store:
-    """An open journal file. Use ``await Store.open(url)`` and ``await store.close()``."""
+class SQLiteStore:
+    """A journal in one SQLite file (the ``Store`` protocol). ``await SQLiteStore.open(url)``,
+    then ``await store.close()``."""
 
     def __init__(self, path: str, readers: Readers, writer: Writer):
         self.path = path

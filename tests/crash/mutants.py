@@ -1,6 +1,6 @@
 """Deliberately broken runtimes, made in the child process before the CLI runs: each must be caught.
 
-``apply(name)`` patches bide at a public seam (``Store.append``, ``Store.load``, the name
+``apply(name)`` patches bide at a public seam (``SQLiteStore.append``, ``SQLiteStore.load``, the
 ``idempotency_key_for`` as the drive looks it up, the writer's database driver) and never edits
 a file. A seam that is gone makes the child print ``MUTANT-SEAM-MISSING`` and exit 70, which fails
 the suite loudly instead of letting the mutant pass for the sound runtime.
@@ -17,7 +17,7 @@ from typing import Any
 
 from runtime import records as R
 from runtime.journal import sqlite as journal_sqlite
-from runtime.journal.store import Appended, Record, Store
+from runtime.journal.store import Appended, Record, SQLiteStore
 from tests.crash.ledger import now_ms
 
 __all__ = ["MUTANTS", "apply", "apply_from_env"]
@@ -39,32 +39,34 @@ def _missing(seam: str) -> None:
 
 
 def _skip_marker() -> None:
-    real = Store.append
+    real = SQLiteStore.append
 
-    async def append(self: Store, run_id: str, key: str, kind: str, payload: Any, **kw: Any) -> Any:
+    async def append(
+        self: SQLiteStore, run_id: str, key: str, kind: str, payload: Any, **kw: Any
+    ) -> Any:
         if kind == R.ATTEMPT:  # pretend it was written and won
             record = Record(-next(_fake_seq), run_id, key, kind, payload, now_ms())
             return Appended(True, record, False)
         return await real(self, run_id, key, kind, payload, **kw)
 
-    Store.append = append  # type: ignore[method-assign]
+    SQLiteStore.append = append  # type: ignore[method-assign]
 
 
 def _ignore_results() -> None:
-    real = Store.load
+    real = SQLiteStore.load
 
-    async def load(self: Store, run_id: str, *, after: int = 0) -> list[Record]:
+    async def load(self: SQLiteStore, run_id: str, *, after: int = 0) -> list[Record]:
         return [
             r for r in await real(self, run_id, after=after) if r.kind not in (R.RESULT, R.LATE)
         ]
 
-    Store.load = load  # type: ignore[method-assign]
+    SQLiteStore.load = load  # type: ignore[method-assign]
 
 
 def _marker_never_started() -> None:
-    real = Store.load
+    real = SQLiteStore.load
 
-    async def load(self: Store, run_id: str, *, after: int = 0) -> list[Record]:
+    async def load(self: SQLiteStore, run_id: str, *, after: int = 0) -> list[Record]:
         records = await real(self, run_id, after=after)
         done = {(r.payload["call_id"], r.payload["attempt"]) for r in records if r.kind == R.RESULT}
         forged = []
@@ -76,7 +78,7 @@ def _marker_never_started() -> None:
                 forged.append(Record(-next(_fake_seq), run_id, key, R.RESULT, payload, now_ms()))
         return records + forged
 
-    Store.load = load  # type: ignore[method-assign]
+    SQLiteStore.load = load  # type: ignore[method-assign]
 
 
 def _rederived_keys() -> None:

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from runtime.journal import Store
+from runtime.journal import SQLiteStore
 from tests.conftest import child_env
 
 # A child that appends records and prints "ack <key>" only after each append returned.
@@ -18,10 +18,10 @@ WRITER = """
 from runtime import faults
 faults.arm_from_environment()
 import asyncio, sys
-from runtime.journal import Store
+from runtime.journal import SQLiteStore
 
 async def main(path, sequential, concurrent):
-    store = await Store.open(path)
+    store = await SQLiteStore.open(path)
     await store.create_run("r")
     for i in range(sequential):
         await store.append("r", f"s{i}", "t", {"i": i})
@@ -49,7 +49,7 @@ def spawn_writer(path: Path, sequential: int, concurrent: int, crash: str | None
 
 
 async def keys_in(path: Path) -> set[str]:
-    async with await Store.open(path) as store:
+    async with await SQLiteStore.open(path) as store:
         return {r.key for r in await store.load("r")}
 
 
@@ -105,10 +105,10 @@ async def test_everything_acknowledged_survives_sigkill_at_an_arbitrary_moment(
 
 RACER = """
 import asyncio, json, os, sys
-from runtime.journal import Store
+from runtime.journal import SQLiteStore
 
 async def main(path, keys):
-    store = await Store.open(path)
+    store = await SQLiteStore.open(path)
     await store.create_run("r")
     results = await asyncio.gather(
         *(store.append("r", f"k{i}", "t", {"pid": os.getpid()}) for i in range(keys))
@@ -123,7 +123,7 @@ asyncio.run(main(sys.argv[1], int(sys.argv[2])))
 async def test_several_processes_inserting_the_same_keys_yield_one_winner_per_key(
     db_path: Path,
 ) -> None:
-    async with await Store.open(db_path) as store:
+    async with await SQLiteStore.open(db_path) as store:
         await store.create_run("r")
     keys = 50
     children = [
@@ -141,7 +141,7 @@ async def test_several_processes_inserting_the_same_keys_yield_one_winner_per_ke
         out, err = child.communicate(timeout=120)
         assert child.returncode == 0, err
         outputs.append(json.loads(out))
-    async with await Store.open(db_path) as store:
+    async with await SQLiteStore.open(db_path) as store:
         stored = {r.key: r.payload["pid"] for r in await store.load("r") if r.key != "header"}
     for i in range(keys):
         seen = [out[i] for out in outputs]
@@ -150,7 +150,7 @@ async def test_several_processes_inserting_the_same_keys_yield_one_winner_per_ke
 
 
 async def test_the_writer_group_commits_many_runs_at_once(db_path: Path) -> None:
-    async with await Store.open(db_path) as store:
+    async with await SQLiteStore.open(db_path) as store:
         await asyncio.gather(*(store.create_run(f"r{i}") for i in range(200)))
         before = store.commits
         await asyncio.gather(*(store.append(f"r{i}", "k", "t", i) for i in range(200)))

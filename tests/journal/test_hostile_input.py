@@ -12,7 +12,7 @@ import pytest
 
 from runtime import Agent, Journal, Resolution, RunStatus, Safety, StorageError, tool
 from runtime.errors import ConfigError, ProtocolError
-from runtime.journal import Store
+from runtime.journal import SQLiteStore
 from runtime.journal import sqlite as W
 from runtime.journal.store import MAX_DEPTH, unstorable
 from runtime.testing import ScriptedModel
@@ -27,7 +27,7 @@ def nested(depth: int) -> Any:
 
 
 async def test_a_lone_surrogate_is_refused_naming_the_field_and_the_writer_stays_alive(
-    store: Store,
+    store: SQLiteStore,
 ) -> None:
     await store.create_run("r")
     with pytest.raises(StorageError, match=r"payload\.a\.b: text that is not valid Unicode"):
@@ -61,7 +61,7 @@ def test_storable_values_pass(value: Any) -> None:
 
 
 async def test_when_the_writer_breaks_every_waiter_fails_and_new_work_is_refused(
-    store: Store, monkeypatch: pytest.MonkeyPatch
+    store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await store.create_run("r")
 

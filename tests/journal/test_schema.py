@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from runtime.errors import SchemaError
-from runtime.journal import Store
+from runtime.journal import SQLiteStore
 from runtime.journal.schema import HEAD_REVISION, VERSION_TABLE
 from tests.conftest import ROOT, child_env
 
@@ -21,7 +21,7 @@ def revision(path: Path) -> str | None:
 
 
 async def test_opening_a_missing_file_creates_and_migrates_it(db_path: Path) -> None:
-    async with await Store.open(db_path):
+    async with await SQLiteStore.open(db_path):
         pass
     assert revision(db_path) == HEAD_REVISION
     mode = sqlite3.connect(db_path).execute("PRAGMA journal_mode").fetchone()[0]
@@ -30,14 +30,14 @@ async def test_opening_a_missing_file_creates_and_migrates_it(db_path: Path) -> 
 
 async def test_opening_an_empty_file_migrates_it(db_path: Path) -> None:
     db_path.write_bytes(b"")
-    async with await Store.open(db_path) as store:
+    async with await SQLiteStore.open(db_path) as store:
         assert await store.create_run("r")
     assert revision(db_path) == HEAD_REVISION
 
 
 async def test_verify_mode_refuses_a_missing_file_without_creating_it(db_path: Path) -> None:
     with pytest.raises(SchemaError, match=f"needs schema revision {HEAD_REVISION}"):
-        await Store.open(db_path, migrate=False)
+        await SQLiteStore.open(db_path, migrate=False)
     assert not db_path.exists()
 
 
@@ -46,7 +46,7 @@ async def test_verify_mode_refuses_a_file_without_schema_naming_both_revisions(
 ) -> None:
     sqlite3.connect(db_path).execute("CREATE TABLE unrelated (x)").connection.commit()
     with pytest.raises(SchemaError, match=f"no bide schema.*needs revision {HEAD_REVISION}"):
-        await Store.open(db_path, migrate=False)
+        await SQLiteStore.open(db_path, migrate=False)
 
 
 async def test_verify_mode_refuses_an_old_schema_naming_both_revisions(db_path: Path) -> None:
@@ -57,25 +57,25 @@ async def test_verify_mode_refuses_an_old_schema_naming_both_revisions(db_path: 
     # An unknown *older* id cannot be told from a newer one by name alone; alembic does not
     # know it, so it is refused as foreign either way, with both revisions named.
     with pytest.raises(SchemaError, match=f"0000.*{HEAD_REVISION}"):
-        await Store.open(db_path, migrate=False)
+        await SQLiteStore.open(db_path, migrate=False)
 
 
 async def test_verify_mode_opens_a_migrated_file(db_path: Path) -> None:
-    async with await Store.open(db_path) as store:
+    async with await SQLiteStore.open(db_path) as store:
         await store.create_run("r")
-    async with await Store.open(db_path, migrate=False) as store:
+    async with await SQLiteStore.open(db_path, migrate=False) as store:
         assert [r.key for r in await store.load("r")] == ["header"]
 
 
 @pytest.mark.parametrize("migrate", [True, False])
 async def test_a_schema_from_a_newer_bide_is_refused(db_path: Path, migrate: bool) -> None:
-    async with await Store.open(db_path):
+    async with await SQLiteStore.open(db_path):
         pass
     raw = sqlite3.connect(db_path)
     raw.execute(f"UPDATE {VERSION_TABLE} SET version_num = '0099'")
     raw.commit()
     with pytest.raises(SchemaError, match="newer bide"):
-        await Store.open(db_path, migrate=migrate)
+        await SQLiteStore.open(db_path, migrate=migrate)
     assert revision(db_path) == "0099"
 
 
@@ -83,9 +83,9 @@ def test_several_processes_opening_one_new_file_at_once_all_succeed(tmp_path: Pa
     path = tmp_path / "shared.db"
     code = (
         "import asyncio, sys\n"
-        "from runtime.journal import Store\n"
+        "from runtime.journal import SQLiteStore\n"
         "async def main():\n"
-        "    s = await Store.open(sys.argv[1])\n"
+        "    s = await SQLiteStore.open(sys.argv[1])\n"
         "    await s.create_run(sys.argv[2])\n"
         "    await s.close()\n"
         "asyncio.run(main())\n"
@@ -116,10 +116,10 @@ def test_an_installed_wheel_creates_its_journal_in_an_empty_directory(tmp_path: 
     subprocess.run([*pip, "install", "--no-deps", "--target", str(target), str(wheel)], check=True)
     code = (
         "import asyncio, runtime\n"
-        "from runtime.journal import Store\n"
+        "from runtime.journal import SQLiteStore\n"
         f"assert runtime.__file__.startswith({str(target)!r}), runtime.__file__\n"
         "async def main():\n"
-        "    async with await Store.open('bide.db') as s:\n"
+        "    async with await SQLiteStore.open('bide.db') as s:\n"
         "        assert await s.create_run('r')\n"
         "asyncio.run(main())\n"
     )

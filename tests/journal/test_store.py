@@ -5,12 +5,24 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from runtime.errors import ConfigError, FormatError, StorageError
-from runtime.journal import Store
+from runtime.journal import SQLiteStore, Store
+from runtime.testing import MemoryStore
+
+
+@pytest.fixture(params=["sqlite", "memory"])
+async def store(request: pytest.FixtureRequest, db_path: Path) -> AsyncIterator[Store]:
+    """Each contract test runs against every Store: the SQLite file and the in-memory one."""
+    s: Store = await SQLiteStore.open(db_path) if request.param == "sqlite" else MemoryStore()
+    try:
+        yield s
+    finally:
+        await s.close()
 
 
 async def test_append_inserts_once_and_both_writers_see_the_winner(store: Store) -> None:
@@ -33,11 +45,12 @@ async def test_concurrent_appends_of_one_key_from_many_tasks_have_one_winner(sto
     }
 
 
-async def test_concurrent_appends_share_commits(store: Store) -> None:
-    await store.create_run("r")
-    before = store.commits
-    await asyncio.gather(*(store.append("r", f"k{i}", "t", i) for i in range(300)))
-    assert store.commits - before < 300
+async def test_concurrent_appends_share_commits(db_path: Path) -> None:
+    async with await SQLiteStore.open(db_path) as store:
+        await store.create_run("r")
+        before = store.commits
+        await asyncio.gather(*(store.append("r", f"k{i}", "t", i) for i in range(300)))
+        assert store.commits - before < 300
 
 
 async def test_load_returns_commit_order_and_resumes_after_a_position(store: Store) -> None:
@@ -109,7 +122,7 @@ async def test_append_to_a_run_without_header_is_refused(store: Store) -> None:
 async def test_an_unknown_run_format_is_refused_before_anything_is_read_or_written(
     db_path: Path,
 ) -> None:
-    async with await Store.open(db_path) as store:
+    async with await SQLiteStore.open(db_path) as store:
         await store.create_run("fine")
     raw = sqlite3.connect(db_path)
     raw.execute(
@@ -122,7 +135,7 @@ async def test_an_unknown_run_format_is_refused_before_anything_is_read_or_writt
     )
     raw.commit()
     count = raw.execute("SELECT count(*) FROM bide_records").fetchone()[0]
-    async with await Store.open(db_path) as store:
+    async with await SQLiteStore.open(db_path) as store:
         with pytest.raises(FormatError, match="format 99"):
             await store.load("future")
         with pytest.raises(FormatError, match="format 99"):
@@ -141,7 +154,7 @@ async def test_an_unknown_run_format_is_refused_before_anything_is_read_or_writt
 
 
 async def test_a_record_in_an_unknown_codec_is_refused(db_path: Path) -> None:
-    async with await Store.open(db_path) as store:
+    async with await SQLiteStore.open(db_path) as store:
         await store.create_run("r")
     raw = sqlite3.connect(db_path)
     raw.execute(
@@ -149,7 +162,7 @@ async def test_a_record_in_an_unknown_codec_is_refused(db_path: Path) -> None:
         "VALUES ('r', 'k', 't', 'msgpack', 'xx', 0)"
     )
     raw.commit()
-    async with await Store.open(db_path) as store:
+    async with await SQLiteStore.open(db_path) as store:
         with pytest.raises(FormatError, match="msgpack"):
             await store.load("r")
 
@@ -176,7 +189,7 @@ async def test_list_runs_newest_first_filtered_and_paginated(store: Store) -> No
 
 
 async def test_reads_do_not_wait_for_a_held_write_lock(db_path: Path) -> None:
-    async with await Store.open(db_path) as store:
+    async with await SQLiteStore.open(db_path) as store:
         await store.create_run("r")
         await store.append("r", "k", "t", 1)
         blocker = sqlite3.connect(db_path, isolation_level=None)
@@ -193,7 +206,7 @@ async def test_reads_do_not_wait_for_a_held_write_lock(db_path: Path) -> None:
 async def test_a_lock_outlasting_the_busy_timeout_is_a_storage_error_naming_the_file(
     db_path: Path,
 ) -> None:
-    async with await Store.open(db_path, busy_timeout_ms=200) as store:
+    async with await SQLiteStore.open(db_path, busy_timeout_ms=200) as store:
         await store.create_run("r")
         blocker = sqlite3.connect(db_path, isolation_level=None)
         blocker.execute("BEGIN IMMEDIATE")
@@ -208,7 +221,7 @@ async def test_a_lock_outlasting_the_busy_timeout_is_a_storage_error_naming_the_
 
 
 async def test_appends_after_close_are_refused(db_path: Path) -> None:
-    store = await Store.open(db_path)
+    store = await SQLiteStore.open(db_path)
     await store.create_run("r")
     await store.close()
     with pytest.raises(StorageError, match="closed"):
@@ -221,7 +234,7 @@ async def test_appends_after_close_are_refused(db_path: Path) -> None:
 )
 async def test_open_accepts_a_url_or_a_bare_path(tmp_path: Path, url: str) -> None:
     path = tmp_path / "j.db"
-    async with await Store.open(url.format(p=path)) as store:
+    async with await SQLiteStore.open(url.format(p=path)) as store:
         assert await store.create_run("r")
     assert path.exists()
 
@@ -229,7 +242,7 @@ async def test_open_accepts_a_url_or_a_bare_path(tmp_path: Path, url: str) -> No
 @pytest.mark.parametrize("url", [":memory:", "sqlite://", "postgresql://x/y", "mysql://a/b"])
 async def test_open_refuses_what_is_not_a_sqlite_file(url: str) -> None:
     with pytest.raises(ConfigError):
-        await Store.open(url)
+        await SQLiteStore.open(url)
 
 
 async def test_run_row_finds_a_run_among_many_that_share_its_prefix(store: Store) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from runtime.errors import FormatError, StorageError
-from runtime.journal import Store
+from runtime.journal import SQLiteStore
 from runtime.journal import sqlite as W
 
 HEADER = json.dumps({"format": 1})
@@ -21,7 +21,7 @@ HEADER = json.dumps({"format": 1})
 @pytest.fixture
 def conn(db_path: Path) -> Iterator[sqlite3.Connection]:
     async def create() -> None:
-        async with await Store.open(db_path) as store:
+        async with await SQLiteStore.open(db_path) as store:
             await store.create_run("r")
             await store.create_run("s")
 
@@ -153,7 +153,7 @@ def test_index_fields_take_the_last_value_in_the_batch_and_touch_updated_ms(
     assert s == (before[0], 0, 1234)
 
 
-async def test_failures_in_one_group_commit_reach_only_their_callers(store: Store) -> None:
+async def test_failures_in_one_group_commit_reach_only_their_callers(store: SQLiteStore) -> None:
     await store.create_run("r")
     bad, good = await asyncio.gather(
         store.update_index("r", colour="red"),

@@ -7,8 +7,19 @@ from pathlib import Path
 
 import pytest
 
-from runtime import AssistantTurn, ConfigError, ToolCall, ToolResultMessage, UserMessage
-from runtime.testing import ScriptedModel
+from runtime import (
+    Agent,
+    AssistantTurn,
+    ConfigError,
+    Journal,
+    RunStatus,
+    StorageError,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+from runtime.testing import MemoryStore, ScriptedModel
+from tests.helpers import Ledger, call, make_tools
 
 SCRIPT = [
     {"tool_calls": [{"id": "c1", "name": "charge", "arguments": {"amount": 3}}], "text": "paying"},
@@ -53,3 +64,24 @@ def test_a_malformed_script_is_a_config_error(script: object) -> None:
 def test_an_unreadable_script_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read script"):
         ScriptedModel.from_file(tmp_path / "missing.json")
+
+
+async def test_a_memory_store_plugs_into_a_journal_and_keeps_the_drive_s_rules() -> None:
+    """The public seam: an agent drives a run on a Journal over a MemoryStore, resumes replay
+    without running anything again, and what SQLite would refuse is refused here too."""
+    ledger = Ledger()
+    tools = list(make_tools(ledger).values())
+    script = [{"tool_calls": [call("c1", "charge", customer="ann", amount=5)]}, {"text": "done"}]
+    async with Journal(store=MemoryStore()) as journal:
+        first = await Agent(model=ScriptedModel(script), tools=tools).run(
+            "r", "go", journal=journal
+        )
+        again = await Agent(model=ScriptedModel(script), tools=tools).run(
+            "r", "go", journal=journal
+        )
+        assert (first.status, again.status) == (RunStatus.COMPLETED, RunStatus.COMPLETED)
+        assert ledger.count("charge") == 1
+        row = await journal.run_row("r")
+        assert row is not None and row.status == "completed"
+        with pytest.raises(StorageError, match="not valid Unicode"):
+            await journal.store.append("r", "x", "t", {"bad": "\ud800"})
