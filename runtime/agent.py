@@ -30,9 +30,10 @@ from runtime.errors import (
     ToolOutcomeUnknown,
 )
 from runtime.journal.journal import Journal
-from runtime.journal.store import Appended, unstorable
+from runtime.journal.store import unstorable
 from runtime.messages import AssistantTurn, Message, ToolResultMessage, UserMessage
 from runtime.model import Model
+from runtime.records import Appended
 from runtime.redact import clean
 from runtime.result import Halt, RunResult, RunStatus, Waiting
 from runtime.retry import MODEL_RETRY, TOOL_RETRY, RetryingModel, RetryPolicy

@@ -1,4 +1,4 @@
-"""The records of a run: their keys, kinds and payloads. Pure data; the store knows none of it.
+"""The records of a run: their keys, kinds, the Record itself, and payload helpers. Pure data.
 
 One run's keys (insert-if-absent, so of two drivers writing one key exactly one wins):
 
@@ -22,12 +22,14 @@ One run's keys (insert-if-absent, so of two drivers writing one key exactly one 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal
 
 __all__ = [
     "ANSWER",
     "ATTEMPT",
     "CANCEL",
+    "CODEC",
     "DECISION",
     "END",
     "HALT",
@@ -38,7 +40,9 @@ __all__ = [
     "STOP",
     "TALLY",
     "TURN",
+    "Appended",
     "Outcome",
+    "Record",
     "answer_key",
     "attempt_key",
     "decision_key",
@@ -50,6 +54,9 @@ __all__ = [
     "tally_key",
     "turn_key",
 ]
+
+CODEC = "json"
+"""The codec of every payload this bide writes: compact UTF-8 JSON, NaN refused."""
 
 START = "start"
 TURN = "turn"
@@ -114,3 +121,29 @@ def error_payload(kind: str, message: str, data: Any = None) -> dict[str, Any]:
     if data is not None:
         payload["data"] = data
     return payload
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One journal record. ``seq`` is its position in commit order across the whole file."""
+
+    seq: int
+    run_id: str
+    key: str
+    kind: str
+    payload: Any
+    created_ms: int
+    codec: str = CODEC
+
+
+@dataclass(frozen=True, slots=True)
+class Appended:
+    """What an append did: whether this caller's record won, and the record that is there."""
+
+    won: bool
+    record: Record | None
+    """The winning record; ``None`` when the append was refused by its ``unless`` guard."""
+    watched: bool = False
+    """Whether a record under the append's ``watch`` key existed when it committed."""
+    refused_by: str | None = None
+    """The ``unless`` key whose record refused the append, if one did."""

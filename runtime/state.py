@@ -13,8 +13,8 @@ from typing import Any
 from runtime import records as R
 from runtime.approval import Decision
 from runtime.errors import ProtocolError
-from runtime.journal.store import Record
 from runtime.messages import AssistantTurn, ToolCall, Usage
+from runtime.records import Record
 
 __all__ = ["CallState", "RunState"]
 

@@ -12,8 +12,9 @@ from typing import Any
 
 from runtime.errors import ConfigError, FormatError, StorageError
 from runtime.journal.schema import FORMAT_VERSION
-from runtime.journal.store import Appended, Record, RunPage, RunRow, encode
+from runtime.journal.store import RunPage, RunRow, encode
 from runtime.messages import AssistantTurn, Message, ToolCall, Usage
+from runtime.records import Appended, Record
 from runtime.tools import ToolSpec
 
 __all__ = ["MemoryStore", "ScriptedModel"]

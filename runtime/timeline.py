@@ -15,8 +15,8 @@ from typing import Any
 from runtime import records as R
 from runtime.approval import ApprovalPolicy, tally
 from runtime.errors import ConfigError
-from runtime.journal.store import Record
 from runtime.messages import AssistantTurn, Usage
+from runtime.records import Record
 from runtime.state import CallState, RunState
 
 __all__ = [

@@ -2,7 +2,8 @@
 
 from runtime.journal.journal import Decided, Journal, Resolution
 from runtime.journal.protocol import Store
-from runtime.journal.store import Appended, Record, RunPage, RunRow, SQLiteStore
+from runtime.journal.store import RunPage, RunRow, SQLiteStore
+from runtime.records import Appended, Record
 
 __all__ = [
     "Appended",

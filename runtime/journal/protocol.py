@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from runtime.journal.store import Appended, Record, RunPage, RunRow
+from runtime.journal.store import RunPage, RunRow
+from runtime.records import Appended, Record
 
 __all__ = ["Store"]
 

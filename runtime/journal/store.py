@@ -31,21 +31,16 @@ from runtime.journal.sqlite import (
     Writer,
     check_format,
 )
+from runtime.records import CODEC, Appended, Record
 
 __all__ = [
-    "CODEC",
     "MAX_DEPTH",
-    "Appended",
-    "Record",
     "RunPage",
     "RunRow",
     "SQLiteStore",
     "encode",
     "unstorable",
 ]
-
-CODEC = "json"
-"""The codec of every payload this bide writes: compact UTF-8 JSON, NaN refused."""
 
 _encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
@@ -207,32 +202,6 @@ def decode(codec: str, text: str, *, run_id: str, key: str) -> Any:
         raise ProtocolError(
             f"record {key!r} of run {run_id!r} is not valid JSON: {exc}", run_id=run_id
         ) from exc
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    """One journal record. ``seq`` is its position in commit order across the whole file."""
-
-    seq: int
-    run_id: str
-    key: str
-    kind: str
-    payload: Any
-    created_ms: int
-    codec: str = CODEC
-
-
-@dataclass(frozen=True, slots=True)
-class Appended:
-    """What an append did: whether this caller's record won, and the record that is there."""
-
-    won: bool
-    record: Record | None
-    """The winning record; ``None`` when the append was refused by its ``unless`` guard."""
-    watched: bool = False
-    """Whether a record under the append's ``watch`` key existed when it committed."""
-    refused_by: str | None = None
-    """The ``unless`` key whose record refused the append, if one did."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,8 @@ from typing import Any
 
 from runtime import records as R
 from runtime.journal import sqlite as journal_sqlite
-from runtime.journal.store import Appended, Record, SQLiteStore
+from runtime.journal.store import SQLiteStore
+from runtime.records import Appended, Record
 from tests.crash.ledger import now_ms
 
 __all__ = ["MUTANTS", "apply", "apply_from_env"]
