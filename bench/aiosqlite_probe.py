@@ -22,8 +22,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import sqlite3
+
 from runtime.journal import SQLiteStore
-from runtime.journal import sqlite as setup
+from runtime.journal.sqlite import batch, setup
 from runtime.journal.store import decode, encode
 from runtime.records import Record
 
@@ -58,12 +60,12 @@ async def b1_aiosqlite(path: str, calls: int) -> float:
         for i in range(calls):
             key, now = f"result/{i}/1", time.time_ns() // 1_000_000
             await conn.execute("BEGIN IMMEDIATE")
-            async with conn.execute(setup.probe_sql(1), (run, key)) as cursor:
+            async with conn.execute(batch.probe_sql(1), (run, key)) as cursor:
                 found = await cursor.fetchall()
             seq = (found[0][0] or 0) + 1
             row = (seq, run, key, "result", "json", encode(PAYLOAD), now)
-            await conn.execute(setup.insert_records_sql(1), row)
-            await conn.execute(setup.touch_runs_sql(1), (now, run))
+            await conn.execute(batch.insert_records_sql(1), row)
+            await conn.execute(batch.touch_runs_sql(1), (now, run))
             await conn.execute("COMMIT")
         return (time.perf_counter() - t) / calls
 
@@ -110,9 +112,9 @@ async def main() -> None:
             await asyncio.gather(
                 *(store.append(r, f"k{k}", "result", PAYLOAD) for k in range(10_000))
             )
-    conn = setup.sqlite3.connect(path)
+    conn = sqlite3.connect(path)
     conn.close()
-    print(f"aiosqlite {aiosqlite.__version__}, SQLite {setup.sqlite3.sqlite_version}")
+    print(f"aiosqlite {aiosqlite.__version__}, SQLite {sqlite3.sqlite_version}")
     rows = []
     for _ in range(5):  # interleaved, so both sides meet the same disk and load
         rows.append(

@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.anchors import RawSampler, bracket, header, measure, spread
 from runtime.journal import SQLiteStore
-from runtime.journal import sqlite as writer
+from runtime.journal.sqlite import batch, writer
 
 PAYLOAD = {"value": "x" * 180}
 
@@ -65,25 +65,25 @@ async def b4(path: str, runs: int, records_per_run: int) -> tuple[float, int]:
         return runs * (records_per_run + 1) / elapsed, store.commits - before
 
 
-def _apply_nothing(conn: object, ops: list[writer.Op], now: int, limit: int) -> list[object]:
+def _apply_nothing(conn: object, ops: list[batch.Op], now: int, limit: int) -> list[object]:
     """A writer batch that writes no row: what is left is the store and the thread hand-off."""
     out: list[object] = []
     for i, op in enumerate(ops):
-        if isinstance(op, writer.AppendOp):
+        if isinstance(op, batch.AppendOp):
             out.append((True, False, i, op.kind, op.codec, op.payload, now))
         else:
-            out.append(True if isinstance(op, writer.CreateOp) else None)
+            out.append(True if isinstance(op, batch.CreateOp) else None)
     return out
 
 
 async def b4_handoff(path: str, runs: int, records_per_run: int) -> float:
     """B4 with every SQL statement of the writer skipped (BEGIN and COMMIT remain)."""
-    real = writer._apply
-    writer._apply = _apply_nothing
+    real = writer.apply
+    writer.apply = _apply_nothing
     try:
         rate, _ = await b4(path, runs, records_per_run)
     finally:
-        writer._apply = real
+        writer.apply = real
     return rate
 
 

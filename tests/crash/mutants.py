@@ -16,7 +16,7 @@ import uuid
 from typing import Any
 
 from runtime import records as R
-from runtime.journal import sqlite as journal_sqlite
+from runtime.journal.sqlite import writer as journal_writer
 from runtime.journal.store import SQLiteStore
 from runtime.records import Appended, Record
 from tests.crash.ledger import now_ms
@@ -134,11 +134,11 @@ class _Driver:
 
 
 def _ack_before_commit() -> None:
-    if getattr(journal_sqlite, "sqlite3", None) is not sqlite3:
+    if getattr(journal_writer, "sqlite3", None) is not sqlite3:
         _missing(
-            "runtime.journal.sqlite.sqlite3 (the driver the group-commit writer connects with)"
+            "runtime.journal.sqlite.writer.sqlite3 (the driver the group-commit writer uses)"
         )
-    journal_sqlite.sqlite3 = _Driver()  # type: ignore[assignment]
+    journal_writer.sqlite3 = _Driver()  # type: ignore[assignment]
 
 
 _APPLY = {

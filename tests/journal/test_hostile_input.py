@@ -13,7 +13,7 @@ import pytest
 from runtime import Agent, Journal, Resolution, RunStatus, Safety, StorageError, tool
 from runtime.errors import ConfigError, ProtocolError
 from runtime.journal import SQLiteStore
-from runtime.journal import sqlite as W
+from runtime.journal.sqlite import writer as W
 from runtime.journal.store import MAX_DEPTH, unstorable
 from runtime.testing import ScriptedModel
 from tests.helpers import Ledger, call, make_tools
@@ -68,7 +68,7 @@ async def test_when_the_writer_breaks_every_waiter_fails_and_new_work_is_refused
     def broken(*args: Any) -> Any:
         raise RuntimeError("a bug in the batch logic")
 
-    monkeypatch.setattr(W, "_apply", broken)
+    monkeypatch.setattr(W, "apply", broken)
     waiters = [store.append("r", f"k{i}", "t", {"i": i}) for i in range(20)]
     outcomes = await asyncio.wait_for(asyncio.gather(*waiters, return_exceptions=True), 10)
     assert all(isinstance(o, StorageError) for o in outcomes), outcomes

@@ -13,7 +13,8 @@ import pytest
 
 from runtime.errors import FormatError, StorageError
 from runtime.journal import SQLiteStore
-from runtime.journal import sqlite as W
+from runtime.journal.sqlite import batch as W
+from runtime.journal.sqlite import setup
 
 HEADER = json.dumps({"format": 1})
 
@@ -27,7 +28,7 @@ def conn(db_path: Path) -> Iterator[sqlite3.Connection]:
 
     asyncio.run(create())
     connection = sqlite3.connect(db_path, isolation_level=None)
-    W.configure(connection)
+    setup.configure(connection)
     yield connection
     connection.close()
 
@@ -35,7 +36,7 @@ def conn(db_path: Path) -> Iterator[sqlite3.Connection]:
 def apply(conn: sqlite3.Connection, ops: list[W.Op], *, limit: int = 250_000) -> list[Any]:
     conn.execute("BEGIN IMMEDIATE")
     try:
-        outcomes = W._apply(conn, ops, 1234, limit)
+        outcomes = W.apply(conn, ops, 1234, limit)
     except BaseException:
         conn.execute("ROLLBACK")
         raise
@@ -121,10 +122,10 @@ def test_an_op_on_a_bad_run_fails_alone_and_the_rest_commits(conn: sqlite3.Conne
             op("r", "ok"),
         ],
     )
-    assert isinstance(out[0], W._Failed) and isinstance(out[0].error, FormatError)
-    assert isinstance(out[1], W._Failed) and "no header" in str(out[1].error)
-    assert isinstance(out[2], W._Failed) and isinstance(out[2].error, FormatError)
-    assert isinstance(out[3], W._Failed) and isinstance(out[3].error, StorageError)
+    assert isinstance(out[0], W.Failed) and isinstance(out[0].error, FormatError)
+    assert isinstance(out[1], W.Failed) and "no header" in str(out[1].error)
+    assert isinstance(out[2], W.Failed) and isinstance(out[2].error, FormatError)
+    assert isinstance(out[3], W.Failed) and isinstance(out[3].error, StorageError)
     assert out[4][0] is True
     assert keys(conn, "future") == [] and keys(conn, "r") == ["ok"]
 
