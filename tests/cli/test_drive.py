@@ -102,7 +102,7 @@ def test_max_turns_is_exit_1_with_one_line_saying_how_to_continue(cli: Cli, db_p
     )
     assert done.code == 1
     assert done.error_line == (
-        "bide: error: run 'r' reached max_turns=1; raise it and resume to continue. Nothing is "
+        "bide: error: run 'r' reached max_turns=1. Nothing is "
         f"lost: raise max_turns in tests.cli.agents:one_turn_budget, then `bide resume --db {db} r`"
     )
     assert done.err.count("bide: error") == 1 and "Traceback" not in done.err

@@ -135,9 +135,7 @@ class _Driver:
 
 def _ack_before_commit() -> None:
     if getattr(journal_writer, "sqlite3", None) is not sqlite3:
-        _missing(
-            "runtime.journal.sqlite.writer.sqlite3 (the driver the group-commit writer uses)"
-        )
+        _missing("runtime.journal.sqlite.writer.sqlite3 (the driver the group-commit writer uses)")
     journal_writer.sqlite3 = _Driver()  # type: ignore[assignment]
 
 
