@@ -1,6 +1,6 @@
-"""Found by the two-driver schedules: a driver that halts after another driver completed the
-run must not write ``halted`` over the run index's ``completed`` (``list --status completed``
-reads that index).
+"""Found by the two-driver schedules: a driver that is still going after another driver completed
+the run must not write over the run index's ``completed`` (``list --status completed`` reads
+that index), and appends nothing after the end.
 """
 
 from __future__ import annotations
@@ -10,7 +10,18 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from runtime import Agent, AssistantTurn, Journal, RunStatus, ToolContext, ToolSpec, tool
+import pytest
+
+from runtime import (
+    Agent,
+    AssistantTurn,
+    ConflictError,
+    Journal,
+    RunStatus,
+    ToolContext,
+    ToolSpec,
+    tool,
+)
 from runtime.messages import Message
 from runtime.testing import ScriptedModel
 from tests.cli.invoke import child
@@ -37,7 +48,7 @@ class HeldModel:
         return await self.inner.complete(system_prompt, messages, tools)
 
 
-async def test_a_driver_halting_after_another_completed_the_run_leaves_the_index_completed(
+async def test_a_driver_late_after_another_completed_the_run_stops_and_leaves_the_index_completed(
     db_path: Path,
 ) -> None:
     fired: list[str] = []
@@ -59,8 +70,9 @@ async def test_a_driver_halting_after_another_completed_the_run_leaves_the_index
         done = await fast_driver.run("r", "go", journal=journal)
         assert done.status is RunStatus.COMPLETED
         held.release.set()
-        late = await slow  # loses the turn key, then the marker: halts, and runs nothing
-        assert late.status is RunStatus.HALTED
+        # Its turn is refused: nothing is appended after the end, and it runs nothing.
+        with pytest.raises(ConflictError, match="'r' ended while this drive was still driving"):
+            await slow
         assert fired == ["c1"]
         state = await journal.require("r")
         assert state.status() == "completed"

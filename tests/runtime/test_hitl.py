@@ -110,9 +110,9 @@ async def test_a_denial_is_final_an_error_result_the_model_sees_and_the_tool_nev
         assert result.status is RunStatus.COMPLETED
         content, is_error = (await j.require("r")).calls["c1"].message_content()
         assert is_error and content["type"] == "approval_denied" and "bob" in content["message"]
-        # A late approval is journaled as seen and changes nothing.
-        _, tally, _ = await j.approve("r", "c1", by="carol")
-        assert tally.outcome == "denied"
+        # The run has ended: a late approval is refused and changes nothing.
+        with pytest.raises(ConflictError, match="has ended"):
+            await j.approve("r", "c1", by="carol")
     assert ledger.executions == []
 
 
@@ -164,10 +164,11 @@ async def test_two_of_three_is_denied_once_two_approvals_are_unreachable(journal
     assert tally.outcome == "denied"
     result = await gated_agent(ledger, TWO_OF_THREE).resume("r", journal=journal)
     assert result.status is RunStatus.COMPLETED
-    # A late approval after the terminal tally changes nothing.
-    await journal.decide("r", "c1", signed("carol"))
-    _, tally, _ = await journal.decide("r", "c1", signed("bob"))
-    assert tally.outcome == "denied"
+    # The run has ended: a late approval is refused, and nothing is appended.
+    records = len((await journal.require("r")).records)
+    with pytest.raises(ConflictError, match="has ended"):
+        await journal.decide("r", "c1", signed("carol"))
+    assert len((await journal.require("r")).records) == records
     assert ledger.executions == []
 
 
