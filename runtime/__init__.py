@@ -1,7 +1,7 @@
 """bide: durable AI agents whose side effects fire at most once, across crashes."""
 
 from runtime.agent import Agent
-from runtime.approval import ApprovalPolicy, single_approval
+from runtime.approval import ApprovalPolicy, Decision, Tally, single_approval
 from runtime.errors import (
     BideError,
     BudgetError,
@@ -17,11 +17,13 @@ from runtime.errors import (
     ToolOutcomeUnknown,
     UnknownToolError,
 )
-from runtime.journal import Journal, Resolution
+from runtime.journal import Decided, Journal, Resolution, RunPage, RunRow, Store
 from runtime.messages import AssistantTurn, Message, ToolCall, ToolResultMessage, Usage, UserMessage
 from runtime.model import Model
+from runtime.records import Record
 from runtime.result import Halt, RunResult, RunStatus, Waiting
 from runtime.retry import RetryingModel, RetryPolicy
+from runtime.state import CallState, RunState
 from runtime.tools import FunctionTool, Safety, Tool, ToolContext, ToolSpec, tool
 
 __version__ = "0.1.0"
@@ -32,8 +34,11 @@ __all__ = [
     "AssistantTurn",
     "BideError",
     "BudgetError",
+    "CallState",
     "ConfigError",
     "ConflictError",
+    "Decided",
+    "Decision",
     "FormatError",
     "FunctionTool",
     "Halt",
@@ -42,14 +47,20 @@ __all__ = [
     "Model",
     "ModelError",
     "ProtocolError",
+    "Record",
     "Resolution",
     "RetryPolicy",
     "RetryingModel",
+    "RunPage",
     "RunResult",
+    "RunRow",
+    "RunState",
     "RunStatus",
     "Safety",
     "SchemaError",
     "StorageError",
+    "Store",
+    "Tally",
     "Tool",
     "ToolArgumentsError",
     "ToolCall",
