@@ -14,6 +14,13 @@
     ├── ProtocolError                a peer (model, MCP server, journal file) broke its protocol
     └── BudgetError                  a limit such as ``max_turns`` was reached; the run can continue
 
+Control signals, not errors (``BaseException``, like ``CancelledError``, so that a tool's
+``except Exception`` cannot swallow them; a tool lets them propagate):
+
+    Interrupted (runtime.tools)      a tool asked a person for input: the run pauses ``waiting``
+    _Misuse (runtime.agent)          a tool broke a rule of the drive (a SIDE_EFFECT called
+                                     ``interrupt()``): its ConfigError stops the drive
+
 Every error carries an optional ``run_id`` and ``call_id`` so that a caller can tell which run and
 which call it concerns without parsing the message. Messages are redacted when the error is made
 (``runtime.redact``): credentials in URLs and declared secrets never reach the journal or a log.
