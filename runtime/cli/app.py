@@ -11,7 +11,7 @@ import traceback
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, NoReturn
 
-from runtime.cli import demo, drive, maintenance, people, verbs, view
+from runtime.cli import console, demo, drive, maintenance, people, verbs, view
 from runtime.cli.base import EXIT_ERROR, EXIT_USAGE, Command, Failure, Invocation
 from runtime.cli.logs import configured
 from runtime.errors import BideError, ConfigError, SchemaError
@@ -25,6 +25,7 @@ COMMANDS: tuple[Command, ...] = (
     *people.COMMANDS,
     *maintenance.COMMANDS,
     *demo.COMMANDS,
+    *console.COMMANDS,
 )
 """Every subcommand, in the order ``--help`` lists them. A new command is one more entry."""
 
