@@ -53,7 +53,11 @@ _HEADERS = [
     (b"cache-control", b"no-store"),
 ]
 _COOKIE = "bide_console"
-_STATIC = {"console.js": "text/javascript", "console.css": "text/css"}
+_STATIC = {
+    "console.js": "text/javascript",
+    "console.css": "text/css",
+    "favicon.svg": "image/svg+xml",
+}
 _MIN_TOKEN = 16
 
 

@@ -83,9 +83,9 @@ def chart(counts: dict[str, list[int]]) -> Html:
     legend_y = height - 6
     parts.append(
         Html(
-            "<rect class='bar bar-halted' x='{x}' y='{y}' width=10 height=10/>"
+            "<rect class='key key-halted' x='{x}' y='{y}' width='10' height='10'/>"
             "<text class=legend x='{tx}' y='{ty}'>halted</text>"
-            "<rect class='bar bar-waiting' x='{x2}' y='{y}' width=10 height=10/>"
+            "<rect class='key key-waiting' x='{x2}' y='{y}' width='10' height='10'/>"
             "<text class=legend x='{tx2}' y='{ty}'>waiting</text>"
         ).format(x=left, y=legend_y - 9, tx=left + 14, ty=legend_y, x2=left + 80, tx2=left + 94)
     )

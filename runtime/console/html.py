@@ -57,6 +57,7 @@ def page(title: str, body: Html, *, nav: Html | None = None) -> Html:
         "<meta name=viewport content='width=device-width, initial-scale=1'>"
         "<title>{title}</title>"
         "<link rel=stylesheet href='static/console.css'>"
+        "<link rel=icon href='static/favicon.svg' type='image/svg+xml'>"
         "<script src='static/console.js' defer></script>"
         "</head><body><header><a class=brand href='./'>bide console</a>{nav}</header>"
         "<main>{body}</main></body></html>\n"
