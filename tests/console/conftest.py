@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -101,35 +102,41 @@ class Served:
 def serve(db: Path, *args: str, **env: str) -> Iterator[Served]:
     """``python -m runtime console`` on a free loopback port, stopped (SIGTERM) on exit."""
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "runtime", "--db", str(db), "console", "--port", str(port), *args],
-        env=child_env(**env),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            if process.poll() is not None:
-                raise AssertionError(f"the console exited {process.returncode}")
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-                break
-            if time.monotonic() > deadline:
-                raise AssertionError("the console did not listen within 20 s")
-            time.sleep(0.05)
-        yield Served(f"http://127.0.0.1:{port}/", env.get("BIDE_CONSOLE_TOKEN", ""), db, process)
-    finally:
-        process.terminate()
+    # Its progress lines go to a file: a pipe nobody reads could fill up and stall it.
+    with tempfile.TemporaryFile("w+") as log:
+        command = [sys.executable, "-m", "runtime", "--db", str(db), "console"]
+        process = subprocess.Popen(
+            [*command, "--port", str(port), *args],
+            env=child_env(**env),
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+        )
         try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
-        if process.stdout:
-            process.stdout.close()
-        if process.stderr:
-            process.stderr.close()
+            deadline = time.monotonic() + 20
+            while True:
+                if process.poll() is not None:
+                    log.seek(0)
+                    raise AssertionError(f"the console exited {process.returncode}: {log.read()}")
+                with (
+                    contextlib.suppress(OSError),
+                    socket.create_connection(("127.0.0.1", port), 0.2),
+                ):
+                    break
+                if time.monotonic() > deadline:
+                    raise AssertionError("the console did not listen within 20 s")
+                time.sleep(0.05)
+            token = env.get("BIDE_CONSOLE_TOKEN", "")
+            yield Served(f"http://127.0.0.1:{port}/", token, db, process)
+        finally:
+            process.terminate()
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(5)
+            if process.stdout:
+                process.stdout.close()
 
 
 @pytest.fixture(scope="module")
