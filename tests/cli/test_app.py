@@ -22,6 +22,7 @@ NAMES = [
     "keygen",
     "migrate",
     "demo",
+    "console",
 ]
 
 

@@ -14,7 +14,7 @@
   function refresh() {
     var region = document.getElementById("live-region");
     if (!region || !live() || busy() || document.hidden) return;
-    fetch(window.location.href, { credentials: "same-origin", headers: { "X-Bide-Refresh": "1" } })
+    fetch(window.location.href, { credentials: "same-origin" })
       .then(function (response) { return response.ok ? response.text() : null; })
       .then(function (text) {
         if (text === null) return;
