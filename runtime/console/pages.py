@@ -153,8 +153,16 @@ def run_page(
             Html("<p class=refused role=alert id=refusal>refused: {m}</p>").format(m=error)
         )
     stops = [_stop(tl, s, csrf, operator) for s in (*tl.halted, *tl.waiting)]
-    if tl.status not in ("completed", "failed", "cancelled"):
+    ended = any(e.kind == "end" for e in tl.events)
+    if not ended and tl.status != "cancelled":
         stops.append(_cancel_form(tl.run_id, csrf))
+    if not ended and (tl.status in ("running", "cancelled") or _decided(tl)):
+        notes.append(
+            Html(
+                "<p class=next id=next>nothing here holds it any more: resume it "
+                "(<code>{command}</code>), or let a worker</p>"
+            ).format(command=resume_command(tl.run_id))
+        )
     origin = tl.started_ms or 0
     events = join(_event(e, origin) for e in tl.events)
     body = Html(
@@ -166,6 +174,20 @@ def run_page(
         "<tbody>{events}</tbody></table></section>"
     ).format(rid=tl.run_id, notes=join(notes), facts=join(facts), stops=join(stops), events=events)
     return page(f"bide: run {tl.run_id}", body)
+
+
+def resume_command(run_id: str) -> str:
+    return f"python -m runtime resume {shlex.quote(run_id)}"
+
+
+def _decided(tl: Timeline) -> bool:
+    """Every stop is a gate whose tally is final: the next drive opens or closes it."""
+    gates = [s for s in tl.waiting if s.kind == "approval"]
+    return (
+        not tl.halted
+        and len(gates) == len(tl.waiting) > 0
+        and all((s.tally or {}).get("outcome") in ("approved", "denied") for s in gates)
+    )
 
 
 def _event(e: Event, origin: int) -> Html:
@@ -297,6 +319,12 @@ def _stop(tl: Timeline, stop: Stop, csrf: str, operator: str | None) -> Html:
             need=t.get("need", 1),
             who=(": " + ", ".join(map(str, t.get("approvals", ())))) if t.get("approvals") else "",
         )
+        if t.get("outcome") in ("approved", "denied"):
+            head += Html("<p class=decided>the gate is {o}: the next drive acts on it</p>").format(
+                o=t.get("outcome")
+            )
+            return Html("<article class='stop stop-approval' data-call-id='{cid}'>{head}"
+                        "</article>").format(cid=cid, head=head)  # fmt: skip
         forms.append(_form(tl.run_id, csrf, _hidden(action="approve", call_id=cid), "approve…"))
         forms.append(
             _form(tl.run_id, csrf, _hidden(action="deny", call_id=cid), "deny…", css="deny")

@@ -156,6 +156,7 @@ def test_resolving_a_halted_run_journals_what_the_confirmation_showed_as_the_cli
     page.fill(".resolve-succeeded input[name=evidence]", "ledger ch_1")
     shown = confirm(page, ".resolve-succeeded")
     assert page.inner_text("#message") == "resolved"
+    assert "python -m runtime resume halt-web" in page.inner_text("#next")
     assert shown["value"] == value and shown["resolved"] == {
         "by": OPERATOR,
         "evidence": "ledger ch_1",
@@ -181,6 +182,8 @@ def test_approving_one_gate_and_denying_another_journal_as_the_cli_does(
     shown = confirm(page, ".stop-approval form.action:not(.deny):not(.signed)")
     assert shown["decision"] == {"approver": OPERATOR, "approve": True, "signature": None}
     assert "gate approved" in page.inner_text("#message")
+    assert "python -m runtime resume gate-web-yes" in page.inner_text("#next")
+    assert page.locator(".stop-approval form").count() == 0  # decided: nothing more to click
     open_run(page, served, "gate-web-no")
     shown = confirm(page, ".stop-approval form.deny")
     assert shown["decision"]["approve"] is False

@@ -3,6 +3,7 @@ the operator's name, pagination, and mounting inside another application."""
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from collections.abc import Iterator
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 from starlette.applications import Starlette
@@ -66,7 +68,7 @@ class Site:
 
     def csrf(self, run_id: str = "h2") -> str:
         """The CSRF token from a run page's form (one token serves every form)."""
-        page = self.client.get(f"/run?id={run_id}").text
+        page = self.client.get("/run?" + urlencode({"id": run_id})).text
         found = re.search(r"name=csrf value='([0-9a-f]+)'", page)
         assert found is not None
         return found.group(1)
@@ -290,3 +292,28 @@ def test_the_console_mounted_under_a_prefix_links_within_it(db_path: Path) -> No
         assert link is not None
         assert c.get("/ops/console/" + link.group(1)).status_code == 200
         assert c.get("/ops/console/static/console.css").status_code == 200
+
+
+def test_a_run_id_full_of_markup_and_url_syntax_is_listed_linked_and_escaped(db_path: Path) -> None:
+    odd = "<b>x</b>&y='1' z?id=2#"
+    cli("--db", str(db_path), "run", "--run-id", odd, "--agent", HALTING, "go")
+    with TestClient(Console(db_path, token=TOKEN, operator="alice")) as c:
+        c.get("/?token=" + TOKEN)
+        listing = c.get("/").text
+        assert "<b>x</b>" not in listing and "&lt;b&gt;x&lt;/b&gt;" in listing
+        link = re.search(r"class=run-id href='([^']+)'", listing)
+        assert link is not None
+        page = c.get("/" + html.unescape(link.group(1)))
+        assert page.status_code == 200
+        assert (
+            "<code id=run-id>&lt;b&gt;x&lt;/b&gt;&amp;y=&#x27;1&#x27; z?id=2#</code>" in page.text
+        )
+        site = Site(c, db_path)
+        token = site.csrf(odd)
+        done = c.post(
+            "/act?" + urlencode({"id": odd}),
+            files={"csrf": (None, token), "action": (None, "cancel")},
+            follow_redirects=False,
+        )
+        assert done.status_code == 303
+    assert records(db_path, odd)[-1][1] == "cancel"

@@ -110,3 +110,18 @@ def test_the_console_counts_uploaded_and_pasted_signed_decisions_and_the_gate_op
     assert cli("--db", str(db_path), "resume", "r") == 0
     results = [p for _, kind, p in records(db_path, "r") if kind == "result"]
     assert results[0]["value"] == {"wired": 500, "to": "acme"}
+
+
+def test_approve_out_reads_the_call_from_the_journal_and_journals_nothing(
+    tmp_path: Path, db_path: Path, keys: dict[str, Path]
+) -> None:
+    db = str(db_path)
+    assert cli("--db", db, "run", "--run-id", "r", "--agent", "tests.cli.agents:signed_gate",
+               "go") == 3  # fmt: skip
+    before = records(db_path, "r")
+    out = tmp_path / "d.json"
+    assert cli("--db", db, "approve", "r", "c1", "--deny", "--approver", "bob",
+               "--key", str(keys["bob"]), "--out", str(out)) == 0  # fmt: skip
+    assert records(db_path, "r") == before
+    document = json.loads(out.read_text())
+    assert document["tool"] == "wire" and document["decision"]["approve"] is False
