@@ -139,10 +139,28 @@ def serve(db: Path, *args: str, **env: str) -> Iterator[Served]:
                 process.stdout.close()
 
 
+SIGNED = "signed-1"
+"""A run waiting at a 2-of-3 signed gate (approvers alice, bob and carol; keys in ``keys``)."""
+
+
 @pytest.fixture(scope="module")
-def console_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def keys(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
+    """Key pairs for the signed gate's approvers, named in $BIDE_TEST_APPROVERS meanwhile."""
+    where = tmp_path_factory.mktemp("keys")
+    made = {name: where / f"{name}.pem" for name in ("alice", "bob", "carol")}
+    for path in made.values():
+        assert cli("keygen", "--out", str(path)) == 0
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("BIDE_TEST_APPROVERS", ",".join(f"{n}={p}.pub" for n, p in made.items()))
+        yield made
+
+
+@pytest.fixture(scope="module")
+def console_db(tmp_path_factory: pytest.TempPathFactory, keys: dict[str, Path]) -> Path:
     db = tmp_path_factory.mktemp("console") / "bide.db"
     build_journal(db)
+    spec = "tests.cli.agents:signed_gate"
+    assert cli("--db", str(db), "run", "--run-id", SIGNED, "--agent", spec, "go") == 3
     return db
 
 

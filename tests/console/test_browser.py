@@ -15,7 +15,16 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT
-from tests.console.conftest import OPERATOR, RUNS, TOKEN, Served, chromium, cli, records
+from tests.console.conftest import (
+    OPERATOR,
+    RUNS,
+    SIGNED,
+    TOKEN,
+    Served,
+    chromium,
+    cli,
+    records,
+)
 
 playwright = pytest.importorskip("playwright.sync_api")
 
@@ -116,12 +125,12 @@ def test_the_runs_page_lists_a_run_in_every_status_and_filters(
     rows = page.locator("#runs tbody tr")
     statuses = {r.get_attribute("data-status") for r in rows.all()}
     assert statuses == {"running", "waiting", "halted", "completed", "failed", "cancelled"}
-    assert rows.count() == len(RUNS)
-    # The chart: 4 halted and 8 waiting runs, all stopped for less than 5 minutes.
+    assert rows.count() == len(RUNS) + 1  # and the signed gate's run
+    # The chart: 4 halted and 9 waiting runs, all stopped for less than 5 minutes.
     assert page.locator("svg.chart rect.bar-halted").count() == 5  # one bar per age bucket
     chart = page.inner_html("svg.chart")
     assert "<title>4 halted, &lt; 5 min</title>" in chart
-    assert "<title>8 waiting, &lt; 5 min</title>" in chart
+    assert "<title>9 waiting, &lt; 5 min</title>" in chart
     screenshot(page, "console-runs.png", tmp_path)
 
     page.select_option("#status", "halted")
@@ -269,3 +278,23 @@ def test_a_post_without_the_csrf_token_changes_nothing(page: Any, served: Served
     assert forged.status == 403
     assert page.request.get(served.url + "act?id=halt-csrf").status == 405
     assert records(served.db, "halt-csrf") == before
+
+
+def test_decisions_signed_offline_are_uploaded_or_pasted_and_open_the_gate(
+    page: Any, served: Served, keys: dict[str, Path], tmp_path: Path
+) -> None:
+    db = str(served.db)
+    signed = {}
+    for who in ("alice", "bob"):
+        signed[who] = tmp_path / f"{who}.json"
+        assert cli("--db", db, "approve", SIGNED, "c1", "--approver", who,
+                   "--key", str(keys[who]), "--out", str(signed[who])) == 0  # fmt: skip
+    open_run(page, served, SIGNED)
+    page.set_input_files(".signed input[type=file]", str(signed["alice"]))
+    shown = confirm(page, ".signed")
+    assert shown["decision"]["approver"] == "alice" and shown["decision"]["signature"]
+    assert "gate pending, 1 of 2" in page.inner_text("#message")
+    page.fill(".signed textarea[name=decision]", signed["bob"].read_text())
+    confirm(page, ".signed")
+    assert "gate approved, 2 of 2" in page.inner_text("#message")
+    assert cli("--db", db, "resume", SIGNED) == 0
