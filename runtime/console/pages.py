@@ -14,6 +14,7 @@ from runtime.console.html import Html, attr_json, join, page
 from runtime.console.runs import Page, Row
 from runtime.console.status import STATUSES, badge
 from runtime.timeline import Event, Stop, Timeline, clip
+from runtime.tools import idempotency_key_for
 
 __all__ = ["confirm_page", "error_page", "run_page", "runs_page"]
 
@@ -273,8 +274,13 @@ def _stop(tl: Timeline, stop: Stop, csrf: str, operator: str | None) -> Html:
     if stop.kind == "halted":
         head += Html(
             "<p>attempt {n} was marked at {when} and has no result: it may have acted. Find out "
-            "(the provider's records, by the call's idempotency key), then say what happened.</p>"
-        ).format(n=stop.attempt or 1, when=_when(stop.attempted_at_ms))
+            "(the provider's records, by the call's idempotency key <code class=key>{key}</code>), "
+            "then say what happened.</p>"
+        ).format(
+            n=stop.attempt or 1,
+            when=_when(stop.attempted_at_ms),
+            key=idempotency_key_for(tl.run_id, cid),
+        )
         forms.append(
             _form(
                 tl.run_id,
@@ -357,6 +363,12 @@ def _stop(tl: Timeline, stop: Stop, csrf: str, operator: str | None) -> Html:
         head += Html("<p>question <code>{key}</code>: {prompt}</p>").format(
             key=stop.key or "", prompt=stop.prompt or ""
         )
+        schema = _schema(tl, cid, stop.key)
+        if schema is not None:
+            head += Html(
+                "<details class=schema open><summary>the answer must fit</summary>"
+                "<pre>{s}</pre></details>"
+            ).format(s=attr_json(schema))
         forms.append(
             _form(
                 tl.run_id,
@@ -374,6 +386,19 @@ def _stop(tl: Timeline, stop: Stop, csrf: str, operator: str | None) -> Html:
     return Html(
         "<article class='stop stop-{kind}' data-call-id='{cid}'>{head}{forms}{who}</article>"
     ).format(kind=stop.kind, cid=cid, head=head, forms=join(forms), who=who)
+
+
+def _schema(tl: Timeline, call_id: str, key: str | None) -> Any:
+    """The JSON schema the tool gave with its question, if it gave one."""
+    for e in tl.events:
+        p = e.payload
+        if (
+            e.kind == "interrupt"
+            and isinstance(p, Mapping)
+            and (p.get("call_id"), p.get("key")) == (call_id, key)
+        ):
+            return p.get("schema")
+    return None
 
 
 def _cancel_form(run_id: str, csrf: str) -> Html:

@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright import sync_api as playwright
 
+from runtime.tools import idempotency_key_for
 from tests.conftest import ROOT
 from tests.console.conftest import (
     OPERATOR,
@@ -25,8 +27,6 @@ from tests.console.conftest import (
     cli,
     records,
 )
-
-playwright = pytest.importorskip("playwright.sync_api")
 
 CHROMIUM = chromium()
 if CHROMIUM is None:
@@ -159,6 +159,7 @@ def test_resolving_a_halted_run_journals_what_the_confirmation_showed_as_the_cli
 ) -> None:
     open_run(page, served, "halt-web")
     assert page.inner_text("#run-status") == "halted"
+    assert page.inner_text(".stop-halted code.key") == idempotency_key_for("halt-web", "c1")
     screenshot(page, "console-run.png", tmp_path)
     value = {"charge_id": "ch_1"}
     page.fill(".resolve-succeeded textarea[name=value]", json.dumps(value))
@@ -216,6 +217,7 @@ def test_a_wrong_answer_is_refused_then_the_right_one_is_journaled(
     db = str(served.db)
     before = records(served.db, "ask-web")
     open_run(page, served, "ask-web")
+    assert json.loads(page.inner_text(".schema pre")) == {"type": "integer"}
     page.fill(".answer textarea[name=value]", '"cheap"')
     confirm(page, ".answer")
     assert "does not fit" in page.inner_text("#refusal")
