@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import types
 from pathlib import Path
 
+from runtime import console
 from runtime.console.chart import BUCKETS, ages, chart
 from runtime.console.html import Html, esc, join
 from runtime.console.runs import Row
 from runtime.console.status import STATUSES, badge
 from runtime.result import RunStatus
 from runtime.timeline import Stop
+from tests.conftest import run_child
 
 CSS = Path(__file__).resolve().parents[2] / "runtime" / "console" / "static" / "console.css"
 
@@ -62,3 +65,30 @@ def test_halts_and_waits_are_counted_by_how_long_they_have_been_stopped() -> Non
     drawn = chart(counts)
     assert drawn.startswith("<svg") and drawn.count("class='bar bar-halted'") == len(BUCKETS)
     assert "<title>1 halted, &lt; 1 day</title>" in drawn
+
+
+def test_the_core_never_imports_the_console_and_the_cli_loads_it_only_for_its_command() -> None:
+    root = CSS.parents[2]
+    for path in sorted((root / "runtime").rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith("runtime/console/") or rel == "runtime/cli/console.py":
+            continue
+        assert "runtime.console" not in path.read_text(), rel
+    code = (
+        "import sys, runtime, runtime.cli; "
+        "assert not {'runtime.console', 'starlette', 'uvicorn'} & set(sys.modules)"
+    )
+    done = run_child(code)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_console_exports_exactly_its_sorted_all() -> None:
+    names = console.__all__
+    # Sorted as the linter sorts it: constants, then classes, then functions.
+    assert names == sorted(names, key=lambda n: (not n.isupper(), not n[:1].isupper(), n))
+    public = {
+        n
+        for n, v in vars(console).items()
+        if not n.startswith("_") and not isinstance(v, types.ModuleType)
+    }
+    assert public == set(names)
