@@ -13,6 +13,7 @@ from runtime.console.chart import chart
 from runtime.console.html import Html, attr_json, join, page
 from runtime.console.runs import Page, Row
 from runtime.console.status import STATUSES, badge
+from runtime.messages import AssistantTurn
 from runtime.timeline import Event, Stop, Timeline, clip
 from runtime.tools import idempotency_key_for
 
@@ -165,7 +166,8 @@ def run_page(
             ).format(command=resume_command(tl.run_id))
         )
     origin = tl.started_ms or 0
-    events = join(_event(e, origin) for e in tl.events)
+    took = durations(tl)
+    events = join(_event(e, origin, took.get(e.seq)) for e in tl.events)
     body = Html(
         "<p><a href='./'>&larr; runs</a></p><h1>run <code id=run-id>{rid}</code></h1>{notes}"
         "<dl class=facts>{facts}</dl>"
@@ -191,8 +193,32 @@ def _decided(tl: Timeline) -> bool:
     )
 
 
-def _event(e: Event, origin: int) -> Html:
+def durations(tl: Timeline) -> dict[int, int]:
+    """How long each call took, by its result's seq: from its attempt marker (a side effect) or
+    from the turn that asked for it, to its result. Resolutions are left out (a person's time)."""
+    asked: dict[str, int] = {}
+    marked: dict[tuple[str, object], int] = {}
+    took: dict[int, int] = {}
+    for e in tl.events:
+        p = e.payload
+        if not isinstance(p, Mapping):
+            continue
+        if e.kind == "turn":
+            for call in AssistantTurn.from_json(p.get("turn") or {}).tool_calls:
+                asked.setdefault(call.id, e.at_ms)
+        elif e.kind == "attempt" and e.call_id is not None:
+            marked[(e.call_id, p.get("attempt"))] = e.at_ms
+        elif e.kind == "result" and e.call_id is not None and not p.get("resolved"):
+            start = marked.get((e.call_id, p.get("attempt")), asked.get(e.call_id))
+            if start is not None:
+                took[e.seq] = max(e.at_ms - start, 0)
+    return took
+
+
+def _event(e: Event, origin: int, took: int | None = None) -> Html:
     detail = join(Html("<div>{line}</div>").format(line=line) for line in e.lines)
+    if took is not None:
+        detail += Html("<div class=took>took {ms} ms</div>").format(ms=took)
     content = _content(e)
     return Html(
         "<tr class='event event-{kind}' data-key='{key}'><td class=num title='{when}'>{at}</td>"

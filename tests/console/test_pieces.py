@@ -1,4 +1,4 @@
-"""The console's small parts: escaping by default, the status badges, the chart's age buckets."""
+"""The console's small parts: escaping by default, status badges, the chart, durations, layering."""
 
 from __future__ import annotations
 
@@ -8,11 +8,14 @@ from pathlib import Path
 from runtime import console
 from runtime.console.chart import BUCKETS, ages, chart
 from runtime.console.html import Html, esc, join
+from runtime.console.pages import durations
 from runtime.console.runs import Row
 from runtime.console.status import STATUSES, badge
+from runtime.journal import Journal
 from runtime.result import RunStatus
-from runtime.timeline import Stop
+from runtime.timeline import Stop, timeline
 from tests.conftest import run_child
+from tests.console.conftest import cli
 
 CSS = Path(__file__).resolve().parents[2] / "runtime" / "console" / "static" / "console.css"
 
@@ -92,3 +95,14 @@ def test_the_console_exports_exactly_its_sorted_all() -> None:
         if not n.startswith("_") and not isinstance(v, types.ModuleType)
     }
     assert public == set(names)
+
+
+async def test_each_call_shows_how_long_it_took_from_its_marker_or_its_turn(
+    db_path: Path,
+) -> None:
+    cli("--db", str(db_path), "run", "--run-id", "r", "--agent", "tests.cli.agents:agent", "go")
+    async with Journal(db_path, migrate=False) as journal:
+        told = timeline(await journal.require("r"))
+    turn = next(e for e in told.events if e.kind == "turn")
+    result = next(e for e in told.events if e.kind == "result")
+    assert durations(told) == {result.seq: result.at_ms - turn.at_ms}
