@@ -27,3 +27,24 @@ hostile = Agent(
     tools=[fetch_page],
     name="hostile",
 )
+
+
+@tool(safety=Safety.READ_ONLY)
+async def search_docs(query: str) -> list[dict[str, Any]]:
+    """Search the docs; answers with content blocks, as an MCP tool's result is journaled."""
+    return [
+        {"type": "text", "text": f"2 hits for {query}:\n<b>refunds</b> take 5 days"},
+        {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"},
+    ]
+
+
+blocks = Agent(
+    model=ScriptedModel(
+        [
+            {"tool_calls": [{"id": "c1", "name": "search_docs", "arguments": {"query": "refund"}}]},
+            {"text": "refunds take 5 days"},
+        ]
+    ),
+    tools=[search_docs],
+    name="blocks",
+)

@@ -317,3 +317,14 @@ def test_a_run_id_full_of_markup_and_url_syntax_is_listed_linked_and_escaped(db_
         )
         assert done.status_code == 303
     assert records(db_path, odd)[-1][1] == "cancel"
+
+
+def test_content_blocks_in_a_result_are_shown_as_the_text_they_say(db_path: Path) -> None:
+    make(db_path, b1="tests.console.agents:blocks")
+    with TestClient(Console(db_path, token=TOKEN)) as c:
+        page = c.get("/run?id=b1", headers={"Authorization": f"Bearer {TOKEN}"}).text
+    shown = re.search(r"<pre class=content>(.*?)</pre>", page, re.DOTALL)
+    assert shown is not None
+    assert shown.group(1) == (
+        "2 hits for refund:\n&lt;b&gt;refunds&lt;/b&gt; take 5 days\n[image image/png]"
+    )
