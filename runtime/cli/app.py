@@ -12,7 +12,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, NoReturn
 
 from runtime import faults
-from runtime.cli import demo, drive, maintenance, people, verbs, verify, view
+from runtime.cli import console, demo, drive, maintenance, people, verbs, verify, view
 from runtime.cli.base import EXIT_ERROR, EXIT_USAGE, Command, Failure, Invocation
 from runtime.cli.logs import configured
 from runtime.errors import BideError, ConfigError, SchemaError
@@ -27,6 +27,7 @@ COMMANDS: tuple[Command, ...] = (
     *maintenance.COMMANDS,
     *verify.COMMANDS,
     *demo.COMMANDS,
+    *console.COMMANDS,
 )
 """Every subcommand, in the order ``--help`` lists them. A new command is one more entry."""
 

@@ -18,10 +18,13 @@ from cryptography.hazmat.primitives.serialization import (
     load_pem_private_key,
 )
 
-from runtime.approval import Decision, sign_decision
+from runtime.approval import Decision, arguments_digest, sign_decision
 from runtime.cli.base import EXIT_USAGE, Command, Failure, Invocation
 from runtime.cli.verbs import operator
 from runtime.errors import ConfigError
+
+DECISION_FORMAT = "bide/decision/v1"
+"""The ``format`` of a decision document written by ``approve --out`` (the console reads it)."""
 
 __all__ = ["COMMANDS"]
 
@@ -37,12 +40,28 @@ def _approve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--key", metavar="FILE", help="for a signed gate: your private key (from `keygen`)"
     )
+    parser.add_argument(
+        "--out",
+        metavar="FILE",
+        help="with --key: write the signed decision to FILE instead of journaling it (for the "
+        "console, or whoever holds the journal)",
+    )
+    parser.add_argument(
+        "--tool", metavar="NAME", help="with --out and no journal: the gated call's tool name"
+    )
+    parser.add_argument(
+        "--arguments", metavar="JSON", help="with --out and no journal: the call's arguments"
+    )
 
 
 async def _approve(inv: Invocation) -> int:
     args = inv.args
     if (args.approver is None) != (args.key is None):
         raise Failure("a signed decision needs both --approver ID and --key FILE", EXIT_USAGE)
+    if args.out is not None:
+        return await _sign_offline(inv)
+    if args.tool is not None or args.arguments is not None:
+        raise Failure("--tool and --arguments go with --out", EXIT_USAGE)
     async with inv.journal() as journal:
         if args.key is None:
             who = operator(inv)
@@ -77,6 +96,64 @@ async def _approve(inv: Invocation) -> int:
     if now.outcome != "pending":
         inv.out(f"continue the run: {inv.command('resume', args.run_id)}")
     return 0
+
+
+async def _sign_offline(inv: Invocation) -> int:
+    """``approve --key FILE --out FILE``: a signed decision as a document, journaled by no one
+    yet (the console accepts it as an upload). Without ``--tool`` the call is read from the
+    journal; with ``--tool`` and ``--arguments`` no journal is needed."""
+    args = inv.args
+    if args.key is None:
+        raise Failure(
+            "--out writes a signed decision: give --approver ID and --key FILE", EXIT_USAGE
+        )
+    if (args.tool is None) != (args.arguments is None):
+        raise Failure("give both --tool NAME and --arguments JSON, or neither", EXIT_USAGE)
+    if args.tool is not None:
+        tool, arguments = args.tool, _json_option("--arguments", args.arguments)
+    else:
+        async with inv.journal(migrate=False) as journal:
+            state = await journal.require(args.run_id)
+        call = state.calls.get(args.call_id)
+        if call is None:
+            raise ConfigError(f"run {args.run_id!r} has no call {args.call_id!r}")
+        tool, arguments = call.call.name, call.call.arguments
+    decision = sign_decision(
+        _private_key(args.key),
+        run_id=args.run_id,
+        call_id=args.call_id,
+        tool=tool,
+        arguments=arguments,
+        approver=args.approver,
+        approve=not args.deny,
+    )
+    document = {
+        "format": DECISION_FORMAT,
+        "run_id": args.run_id,
+        "call_id": args.call_id,
+        "tool": tool,
+        "arguments_digest": arguments_digest(arguments),
+        "decision": decision.to_json(),
+    }
+    out = Path(args.out)
+    try:
+        fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        raise Failure(f"{out} exists; approve --out never overwrites a file", EXIT_USAGE) from None
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(document, f, ensure_ascii=False, indent=2)
+        f.write("\n")
+    verb = "denial" if args.deny else "approval"
+    inv.out(f"signed {verb} by {args.approver} of call {args.call_id} ({tool}) written to {out}")
+    inv.out("nothing is journaled yet: submit the file in the console (or to the journal's holder)")
+    return 0
+
+
+def _json_option(name: str, text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise Failure(f"{name} takes JSON, not {text!r}", EXIT_USAGE) from None
 
 
 def _private_key(path: str) -> Ed25519PrivateKey:
@@ -159,7 +236,9 @@ COMMANDS = (
         example=(
             "  {prog} approve inv-7 c3 --by alice\n"
             "  {prog} approve inv-7 c3 --deny --by bob\n"
-            "  {prog} approve inv-7 c3 --approver alice --key alice.pem"
+            "  {prog} approve inv-7 c3 --approver alice --key alice.pem\n"
+            "  {prog} approve inv-7 c3 --approver alice --key alice.pem --tool wire \\\n"
+            "      --arguments '{{\"amount\": 500}}' --out decision.json"
         ),
         arguments=_approve_arguments,
         handler=_approve,

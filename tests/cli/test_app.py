@@ -23,6 +23,7 @@ NAMES = [
     "migrate",
     "verify",
     "demo",
+    "console",
 ]
 
 

@@ -1,0 +1,29 @@
+"""How each run status looks: one entry per status word, and one fallback for words not known."""
+
+from __future__ import annotations
+
+from runtime.console.html import Html
+
+__all__ = ["STATUSES", "badge"]
+
+STATUSES: dict[str, str] = {
+    "running": "not ended; if no process drives it, resume it",
+    "orphaned": "a drive stopped short of an end (a budget, the model unavailable): resume it",
+    "waiting": "waits for an approval or an answer",
+    "halted": "a side effect's outcome is unknown: resolve it, then resume",
+    "completed": "ended with an answer",
+    "failed": "ended with an error",
+    "cancelled": "cancelled: no new turn or call starts",
+}
+"""Every status ``RunState.status()`` gives, with the tooltip a badge carries. A new status word
+is one more entry here."""
+
+
+def badge(status: str) -> Html:
+    """A status as a coloured word; an unknown word is shown as it is, in a neutral badge."""
+    known = status in STATUSES
+    css = f"status status-{status}" if known else "status status-other"
+    title = STATUSES.get(status, "a status this console does not know yet")
+    return Html("<span class='{css}' title='{title}'>{status}</span>").format(
+        css=css, title=title, status=status
+    )
