@@ -22,7 +22,6 @@ from runtime.approval import ApprovalPolicy, tally
 from runtime.errors import (
     BudgetError,
     ConfigError,
-    ConflictError,
     ModelError,
     ProtocolError,
     StorageError,
@@ -56,6 +55,10 @@ _CANCELLED = object()
 """A call that did not start because the run was cancelled."""
 _PROCEED = object()
 _DONE = object()
+
+
+class _RunEnded(Exception):
+    """An append was refused because the run has an end record (another driver ended it)."""
 
 
 class _Misuse(BaseException):
@@ -223,6 +226,15 @@ class _Drive:
 
     async def _drive(self, input: str | None, spec: str | None) -> RunResult:
         await self._open(input, spec)
+        try:
+            return await self._steps()
+        except _RunEnded:
+            # Another driver ended the run meanwhile: this drive appended nothing after the
+            # end, and reports the run as it ended, as a drive of a finished run does.
+            log.warning("run_ended_by_another_driver", status=self.state.status())
+            return self._ended()
+
+    async def _steps(self) -> RunResult:
         state = self.state
         while True:
             if state.end is not None:
@@ -305,11 +317,11 @@ class _Drive:
             self.run_id, key, kind, payload, unless=guards or None, watch=R.CANCEL, index=index
         )
         if appended.refused_by == R.END:
-            raise ConflictError(
-                f"run {self.run_id!r} ended while this drive was still driving it; {key!r} was "
-                "not appended (nothing is appended after a run's end)",
-                run_id=self.run_id,
-            )
+            end = await self.store.get(self.run_id, R.END)
+            if end is None:  # pragma: no cover - the guard saw it in the same transaction
+                raise StorageError(f"run {self.run_id!r}: its end record vanished")
+            self.state.add(end)
+            raise _RunEnded(key)
         if appended.watched:
             self.cancel_requested = True
         if appended.record is not None:
@@ -726,7 +738,7 @@ class _Drive:
             payload["error"] = R.error_payload(error[0], clean(error[1]), *error[2:])
         try:
             appended = await self._append_result(R.result_key(call.id, k), payload)
-        except ConflictError:
+        except _RunEnded:
             # The run ended meanwhile (another driver finished it): what this call did is kept
             # as evidence, never lost, and the drive stops.
             await self._append(R.late_key(call.id, k), R.LATE, payload, after_end=True)
