@@ -230,9 +230,23 @@ def clip(value: Any, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+"""Bidirectional controls: they reorder what a terminal shows (a tool name that reads backwards,
+a call id that hides its tail), so they are escaped like control characters."""
+
+
 def printable(text: str) -> str:
-    """``text`` with control characters escaped as ``\\xNN``: safe to print to a terminal."""
-    return "".join(f"\\x{ord(c):02x}" if unicodedata.category(c) == "Cc" else c for c in text)
+    """``text`` with control characters escaped as ``\\xNN`` and bidirectional controls as
+    ``\\uNNNN``: safe to print to a terminal, shown in the order it is stored."""
+    return "".join(_escaped(c) for c in text)
+
+
+def _escaped(c: str) -> str:
+    if c in _BIDI:
+        return f"\\u{ord(c):04x}"
+    if unicodedata.category(c) == "Cc":
+        return f"\\x{ord(c):02x}"
+    return c
 
 
 # --- one record, told -------------------------------------------------------------------------

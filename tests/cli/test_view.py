@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from runtime import Journal
-from tests.cli import agents
+from runtime.timeline import printable
+from tests.cli import agents, view_agents
 from tests.cli.invoke import Cli, child
 from tests.cli.journals import waiting_run
 
@@ -209,3 +210,23 @@ def test_nothing_a_model_or_caller_names_reaches_the_terminal_raw(cli: Cli, db_p
     for text in (ran.err, shown.out, listed.out):
         assert not {"\x1b", "\x07", "\x9b"} & set(text), text
     assert "c1\\u001b[2J" in shown.out or "c1\\x1b[2J" in shown.out
+
+
+def test_bidirectional_controls_are_escaped_in_show_list_and_log_lines(
+    cli: Cli, db_path: Path
+) -> None:
+    """A run id, call id, tool name, agent name or answer with U+202E and its kin reorders what a
+    terminal shows: show, list and the console progress lines print them escaped."""
+    db = str(db_path)
+    run_id = f"r{view_agents.BIDI}"
+    ran = child(
+        "--log-format", "console", "run", "--db", db, "--agent", "tests.cli.view_agents:bidi",
+        "--run-id", run_id, "go",
+    )  # fmt: skip
+    assert ran.code == 0, ran.err
+    shown, listed = cli("show", "--db", db, run_id), cli("list", "--db", db)
+    for text in (ran.err, shown.out, listed.out):
+        assert not set(view_agents.BIDI) & set(text), ascii(text)
+    assert "c1\\u202e\\u2066" in shown.out
+    assert f"r{printable(view_agents.BIDI)}" in listed.out
+    assert "\\u202e" in ran.err

@@ -7,7 +7,7 @@ from typing import Any
 
 from runtime import Agent, Journal, Resolution, ToolOutcomeUnknown, tool
 from runtime.testing import ScriptedModel
-from runtime.timeline import clip, render, timeline
+from runtime.timeline import clip, printable, render, timeline
 from tests.cli.journals import decided_run, waiting_run
 from tests.helpers import Ledger, call, make_tools
 
@@ -147,3 +147,13 @@ async def test_decisions_the_gate_and_answers_are_told_with_who(journal: Journal
     assert told["gate"] == "c1 charge gate approved: 1 of 1 approvals (alice)"
     assert told["question"] == 'c1 charge asks "Memo line?" (memo)'
     assert told["answer"] == 'c1 charge memo = "May invoice" by bob'
+
+
+def test_printable_escapes_every_bidirectional_control_and_keeps_other_text() -> None:
+    controls = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"
+    shown = printable(f"pay{controls}é👩\u200d💻\x1b")
+    assert shown == (
+        "pay\\u202a\\u202b\\u202c\\u202d\\u202e\\u2066\\u2067\\u2068\\u2069\\u200e\\u200f\\u061c"
+        "é👩\u200d💻\\x1b"
+    )
+    assert clip({"tool": "a\u202eb"}) == '{"tool": "a\\u202eb"}'
