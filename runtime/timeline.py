@@ -1,35 +1,49 @@
 """A run's timeline, derived from its records alone: what happened, in commit order, in words.
 
 Pure (no I/O): ``python -m runtime show`` prints ``render(timeline(state))`` and ``--json`` prints
-``Timeline.to_json()``; ``list`` uses ``halted_on`` and ``waiting_on`` for what a run stopped on.
+``Timeline.to_json()``; ``list`` uses ``status_of``, ``halted_on`` and ``waiting_on`` for each run.
+``read`` folds a run's records without letting one malformed record hide the others' runs.
 """
 
 from __future__ import annotations
 
 import json
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from runtime import records as R
 from runtime.approval import ApprovalPolicy, tally
-from runtime.errors import ConfigError
+from runtime.errors import ConfigError, ProtocolError
 from runtime.messages import AssistantTurn, Usage
 from runtime.records import Record
 from runtime.state import CallState, RunState
 
 __all__ = [
+    "NEVER_STARTED",
+    "UNREADABLE",
     "Event",
     "Stop",
     "Timeline",
+    "Unreadable",
     "clip",
     "halted_on",
     "printable",
+    "read",
     "render",
+    "status_of",
     "timeline",
     "waiting_on",
 ]
+
+NEVER_STARTED = "never-started"
+"""The status of a run whose process stopped after its header and before its start record:
+nothing of it ran, and only ``run`` with its input starts it (``resume`` cannot)."""
+UNREADABLE = "unreadable"
+"""What ``list`` shows for a run one of whose records cannot be decoded or folded."""
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +146,50 @@ class Timeline:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """A run that cannot be told: one of its records cannot be decoded or folded.
+
+    ``reason`` names the record (its key and seq) and what is wrong with it.
+    """
+
+    run_id: str
+    reason: str
+
+
+_MALFORMED = (ProtocolError, LookupError, TypeError, ValueError, AttributeError)
+"""What folding or telling a record of the wrong shape raises (valid JSON, not bide's record)."""
+
+
+def read(run_id: str, records: Iterable[Record], tell: Callable[[RunState], _T]) -> _T | Unreadable:
+    """Fold ``records`` and ``tell`` the run (``timeline``, or what ``list`` needs), or say which
+    record makes that impossible: one malformed record costs its own run, never a listing."""
+    records = list(records)
+    try:
+        return tell(RunState.fold(run_id, records))
+    except _MALFORMED as exc:
+        failure: BaseException = exc
+    # Only for a run that failed: fold again record by record to name the first culprit.
+    state = RunState(run_id)
+    for record in sorted(records, key=lambda r: r.seq):
+        try:
+            state.add(record)
+            tell(state)
+        except _MALFORMED as exc:
+            return Unreadable(
+                run_id,
+                f"record {record.key!r} (seq {record.seq}) of run {run_id!r} cannot be read: "
+                f"{_why(exc)}",
+            )
+    return Unreadable(run_id, f"run {run_id!r} cannot be read: {_why(failure)}")
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, ProtocolError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
 def timeline(state: RunState) -> Timeline:
     """Tell the run folded in ``state``, record by record."""
     start = state.start or {}
@@ -139,7 +197,7 @@ def timeline(state: RunState) -> Timeline:
     records = sorted(state.records, key=lambda r: r.seq)
     return Timeline(
         run_id=state.run_id,
-        status=state.status(),
+        status=status_of(state),
         agent=start.get("agent"),
         spec=start.get("spec"),
         input=start.get("input"),
@@ -154,10 +212,22 @@ def timeline(state: RunState) -> Timeline:
     )
 
 
+def status_of(state: RunState) -> str:
+    """The status every view shows: the records' status, or ``never-started`` for a run that
+    has its header and no start record (and no cancel request or end)."""
+    if state.start is None and state.end is None and state.cancel is None:
+        return NEVER_STARTED
+    return state.status()
+
+
 def halted_on(state: RunState) -> tuple[Stop, ...]:
-    """The calls whose side effect was attempted and has no result: each may have acted."""
+    """The calls whose side effect was attempted and has no result: each may have acted.
+
+    Whatever the run's status: a cancelled or ended run keeps its unresolved calls here until
+    a resolution says what they did.
+    """
     stops = []
-    for c in state.halted_calls():
+    for c in state.unresolved_calls():
         marker = c.marker
         stops.append(
             Stop(
@@ -174,7 +244,12 @@ def halted_on(state: RunState) -> tuple[Stop, ...]:
 
 
 def waiting_on(state: RunState) -> tuple[Stop, ...]:
-    """The calls waiting for a person: an unanswered question first, else an approval."""
+    """The calls waiting for a person: an unanswered question first, else an approval.
+
+    None for a cancelled or ended run: nothing waits there any more (its next drive ends it).
+    """
+    if state.end is not None or state.cancel is not None:
+        return ()
     stops = []
     for c in state.waiting_calls():
         questions = [k for k in c.interrupts if k not in c.answers]
@@ -214,7 +289,8 @@ def render(tl: Timeline) -> list[str]:
         lines.extend(f"{'':>9}  {'':<9} {line}" for line in event.lines[1:])
     now = _now(tl, origin)
     if now:
-        lines.append("")
+        if tl.events:
+            lines.append("")
         lines.extend(now)
     # Run ids, tool names and call ids come from callers and the model: escape them all.
     return [printable(line) for line in lines]
@@ -388,12 +464,23 @@ def _who_call(state: RunState, p: Mapping[str, Any]) -> str:
 
 def _now(tl: Timeline, origin: int) -> list[str]:
     lines = []
+    if tl.status == NEVER_STARTED:
+        lines.append(
+            "never started: its process stopped before the input was journaled and nothing of "
+            "it ran. Run it again with its input (resume cannot: there is nothing to resume)."
+        )
     for stop in tl.halted:
         when = f" at {_offset(stop.attempted_at_ms - origin)}" if stop.attempted_at_ms else ""
-        lines.append(
-            f"halted: {stop.call_id} {stop.tool} was attempted{when} and has no result: "
-            "it may have acted"
+        what = (
+            f"{stop.call_id} {stop.tool} was attempted{when} and has no result: it may have acted"
         )
+        if tl.status == "halted":
+            lines.append(f"halted: {what}")
+        else:
+            lines.append(
+                f"unresolved: {what}. The run is {tl.status}, so nothing will run it again; "
+                "resolve it to record what happened"
+            )
     for stop in tl.waiting:
         if stop.kind == "input":
             lines.append(f"waiting: {stop.call_id} {stop.tool} asks {clip(stop.prompt)}")
@@ -406,7 +493,7 @@ def _now(tl: Timeline, origin: int) -> list[str]:
             )
     if not lines and tl.status == "running":
         lines.append("running: not finished. If no process is driving it (it crashed), resume it.")
-    if not lines and tl.status == "cancelled" and not any(e.kind == R.END for e in tl.events):
+    if tl.status == "cancelled" and not any(e.kind == R.END for e in tl.events):
         lines.append("cancelled: the next drive stops it without a new turn or call.")
     return lines
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from runtime import Agent, Journal, Resolution, ToolOutcomeUnknown, tool
+from runtime.state import RunState
 from runtime.testing import ScriptedModel
-from runtime.timeline import clip, printable, render, timeline
+from runtime.timeline import Unreadable, clip, printable, read, render, timeline
 from tests.cli.journals import decided_run, waiting_run
 from tests.helpers import Ledger, call, make_tools
 
@@ -157,3 +159,38 @@ def test_printable_escapes_every_bidirectional_control_and_keeps_other_text() ->
         "é👩\u200d💻\\x1b"
     )
     assert clip({"tool": "a\u202eb"}) == '{"tool": "a\\u202eb"}'
+
+
+async def test_a_run_with_a_header_and_no_start_record_is_never_started(journal: Journal) -> None:
+    """What a process killed right after the header leaves: not `running` (resume refuses it)."""
+    await journal.store.create_run("r", agent="payments")
+    told = timeline(await journal.require("r"))
+    assert told.status == "never-started"
+    assert any(line.startswith("never started: ") for line in render(told))
+    assert not any("resume it" in line for line in render(told))
+
+
+async def test_a_cancelled_run_keeps_its_unresolved_call_as_a_halt(journal: Journal) -> None:
+    """Ending a run does not say what its call did: the call stays listed until resolved."""
+    await payments(Ledger(), charge_fails=True).run("r", "go", journal=journal)
+    await journal.cancel("r", by="carol")
+    await payments(Ledger(), charge_fails=True).resume("r", journal=journal)
+    state = await journal.require("r")
+    assert state.end is not None and [c.call.id for c in state.unresolved_calls()] == ["c2"]
+    told = timeline(state)
+    assert told.status == "cancelled"
+    assert [(s.kind, s.call_id) for s in told.halted] == [("halted", "c2")]
+    assert any(line.startswith("unresolved: c2 charge was attempted") for line in render(told))
+
+
+async def test_read_names_the_record_a_run_cannot_be_told_past(journal: Journal) -> None:
+    await payments(Ledger()).run("r", "charge ann", journal=journal)
+    records = await journal.store.load("r")
+    broken = next(r for r in records if r.key == "turn/2")
+    bad = [replace(broken, payload={"n": 2}) if r is broken else r for r in records]
+    assert read("r", records, timeline) == timeline(RunState.fold("r", records))
+    unreadable = read("r", bad, timeline)
+    assert isinstance(unreadable, Unreadable)
+    assert unreadable.reason == (
+        f"record 'turn/2' (seq {broken.seq}) of run 'r' cannot be read: KeyError: 'turn'"
+    )
