@@ -23,7 +23,17 @@ STATUSES = {
     "halted-run": "halted",
     "running-run": "running",
 }
-ROW_KEYS = {"run_id", "status", "agent", "turns", "created_ms", "updated_ms", "halted", "waiting"}
+ROW_KEYS = {
+    "run_id",
+    "status",
+    "agent",
+    "turns",
+    "created_ms",
+    "updated_ms",
+    "halted",
+    "waiting",
+    "unreadable",
+}
 SHOW_KEYS = {
     "run_id",
     "status",
