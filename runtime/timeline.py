@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from runtime import records as R
-from runtime.approval import ApprovalPolicy, tally
+from runtime.approval import ApprovalPolicy, Decision, tally, verify
 from runtime.errors import ConfigError, ProtocolError
 from runtime.messages import AssistantTurn, Usage
 from runtime.records import Record
@@ -34,6 +34,7 @@ __all__ = [
     "render",
     "status_of",
     "timeline",
+    "uncounted",
     "waiting_on",
 ]
 
@@ -373,7 +374,7 @@ def _tell(state: RunState, record: Record) -> tuple[str, tuple[str, ...]]:
         return "end", (str(status),)
     if kind == R.INTERRUPT:
         return "question", (f"{_who_call(state, p)} asks {clip(p.get('prompt'))} ({p.get('key')})",)
-    told = _tell_person(state, kind, p)
+    told = _tell_person(state, record)
     if told is not None:
         return told
     rest = {k: v for k, v in p.items() if k != "call_id"}
@@ -421,15 +422,19 @@ def _tell_result(state: RunState, p: Mapping[str, Any]) -> tuple[str, tuple[str,
     return "resolved", (head, detail)
 
 
-def _tell_person(
-    state: RunState, kind: str, p: Mapping[str, Any]
-) -> tuple[str, tuple[str, ...]] | None:
+def _tell_person(state: RunState, record: Record) -> tuple[str, tuple[str, ...]] | None:
     """An approval decision, the gate's tally, or an answer; ``None`` if shaped otherwise."""
+    kind, p = record.kind, record.payload
     who = _who_call(state, p)
     if kind == R.DECISION and isinstance(d := p.get("decision"), Mapping):
         said = "approved" if d.get("approve") else "denied"
         signed = " (signed)" if d.get("signature") else ""
-        return "decision", (f"{who} {said} by {d.get('approver')}{signed}",)
+        line = f"{who} {said} by {d.get('approver')}{signed}"
+        call = state.calls.get(str(p.get("call_id")))
+        why = uncounted(state, call).get(record.seq) if call is not None else None
+        if why is not None:
+            line += f", not counted: {why}"
+        return "decision", (line,)
     if kind == R.TALLY and isinstance(t := p.get("tally"), Mapping):
         approvals, denials = t.get("approvals") or [], t.get("denials") or []
         line = f"{who} gate {t.get('outcome')}: {len(approvals)} of {t.get('need')} approvals"
@@ -506,6 +511,63 @@ def _offset(ms: int) -> str:
         return f"+{minutes}m{seconds:02d}s"
     hours, minutes = divmod(minutes, 60)
     return f"+{hours}h{minutes:02d}m"
+
+
+def uncounted(state: RunState, call: CallState) -> dict[int, str]:
+    """Why each decision on ``call`` that did not count was left out, by its record's seq.
+
+    Read in journal order under the policy the turn recorded for the call: a decision made
+    under another policy, with no approver, from an unknown approver, with a signature that
+    does not verify, a repeat of an approver's counted decision, or one that came after the
+    gate was decided (by the journaled tally, or by the decisions counted before it).
+    """
+    records = sorted(call.decisions, key=lambda r: r.seq)
+    policy_json = call.plan.get("approval")
+    if not isinstance(policy_json, Mapping):
+        return {r.seq: "the call has no approval gate" for r in records}
+    try:
+        policy = ApprovalPolicy.from_json(policy_json)
+    except ConfigError:
+        return {r.seq: "the gate's recorded policy cannot be read" for r in records}
+    facts = {
+        "run_id": state.run_id,
+        "call_id": call.call.id,
+        "tool": call.call.name,
+        "arguments": call.call.arguments,
+    }
+    journaled = call.tallies.get(policy.digest)
+    counted: list[tuple[Decision, str]] = []
+    reasons: dict[int, str] = {}
+    for record in records:
+        decision = Decision.from_json(record.payload["decision"])
+        digest = str(record.payload.get("policy"))
+        gate: Mapping[str, Any] = tally(policy, counted, **facts).to_json()
+        if journaled is not None and journaled.seq < record.seq:
+            gate = journaled.payload.get("tally") or gate
+        if digest != policy.digest:
+            reasons[record.seq] = "made under another policy"
+        elif not decision.approver:
+            reasons[record.seq] = "no approver named"
+        elif policy.signed and policy.public_key(decision.approver) is None:
+            reasons[record.seq] = "unknown approver"
+        elif policy.signed and decision.signature is None:
+            reasons[record.seq] = "not signed"
+        elif not verify(policy, decision, **facts):
+            reasons[record.seq] = "bad signature"
+        elif any(decision.approver == d.approver for d, _ in counted):
+            reasons[record.seq] = "a repeat (the approver's first decision counts)"
+        elif gate.get("outcome") in ("approved", "denied"):
+            reasons[record.seq] = f"the gate was already decided: {_decided(gate)}"
+        else:
+            counted.append((decision, digest))
+    return reasons
+
+
+def _decided(gate: Mapping[str, Any]) -> str:
+    if gate.get("outcome") == "approved":
+        return f"approved by {', '.join(map(str, gate.get('approvals') or ())) or 'nobody'}"
+    denials = ", ".join(map(str, gate.get("denials") or ()))
+    return f"denied by {denials}" if denials else "denied"
 
 
 def _tally(state: RunState, call: CallState) -> Mapping[str, Any] | None:

@@ -240,3 +240,22 @@ def test_bidirectional_controls_are_escaped_in_show_list_and_log_lines(
     assert "c1\\u202e\\u2066" in shown.out
     assert f"r{printable(view_agents.BIDI)}" in listed.out
     assert "\\u202e" in ran.err
+
+
+def test_show_says_beside_a_decision_that_did_not_count_why(cli: Cli, db_path: Path) -> None:
+    """bob denies, then alice approves the single-approval gate: show must not read as if her
+    approval opened it."""
+    db = str(db_path)
+    ran = cli("run", "--db", db, "--run-id", "r", "--agent", "tests.cli.agents:gated", "go")
+    assert ran.code == 3, ran.err
+    assert cli("approve", "--db", db, "r", "c1", "--deny", "--by", "bob").code == 0
+    assert cli("approve", "--db", db, "r", "c1", "--by", "alice").code == 0
+    shown = cli("show", "--db", db, "r")
+    lines = shown.out.splitlines()
+    decisions = [line.split(" decision ", 1)[1].strip() for line in lines if " decision " in line]
+    assert decisions == [
+        "c1 wire denied by bob",
+        "c1 wire approved by alice, not counted: the gate was already decided: denied by bob",
+    ]
+    events = cli("show", "--db", db, "r", "--json").json()["events"]
+    assert [e["summary"] for e in events if e["kind"] == "decision"] == decisions

@@ -6,7 +6,19 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from runtime import Agent, Journal, Resolution, ToolOutcomeUnknown, tool
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from runtime import (
+    Agent,
+    ApprovalPolicy,
+    Journal,
+    Resolution,
+    ToolOutcomeUnknown,
+    single_approval,
+    tool,
+)
+from runtime import records as R
+from runtime.approval import sign_decision
 from runtime.state import RunState
 from runtime.testing import ScriptedModel
 from runtime.timeline import Unreadable, clip, printable, read, render, timeline
@@ -193,4 +205,94 @@ async def test_read_names_the_record_a_run_cannot_be_told_past(journal: Journal)
     assert isinstance(unreadable, Unreadable)
     assert unreadable.reason == (
         f"record 'turn/2' (seq {broken.seq}) of run 'r' cannot be read: KeyError: 'turn'"
+    )
+
+
+def _wire_agent(policy: ApprovalPolicy) -> Agent:
+    @tool(approval=policy)
+    async def wire(account: str, amount: int) -> dict[str, Any]:
+        """Wire money behind a gate."""
+        return {"wired": amount, "to": account}
+
+    script = [
+        {"tool_calls": [call("c1", "wire", account="acme", amount=500)]},
+        {"text": "wired"},
+    ]
+    return Agent(model=ScriptedModel(script), tools=[wire])
+
+
+def _decisions(told: Any) -> list[str]:
+    return [e.lines[0] for e in told.events if e.kind == "decision"]
+
+
+async def test_every_signed_decision_that_did_not_count_says_why(journal: Journal) -> None:
+    keys = {name: Ed25519PrivateKey.generate() for name in ("alice", "bob", "carol", "mallory")}
+    public = {n: k.public_key().public_bytes_raw() for n, k in keys.items() if n != "mallory"}
+    policy = ApprovalPolicy(need=2, approvers=public)
+    await _wire_agent(policy).run("r", "pay acme", journal=journal)
+    facts = {"run_id": "r", "call_id": "c1", "tool": "wire"}
+    args = {"account": "acme", "amount": 500}
+
+    def signed(by: str, *, key: str | None = None, approve: bool = True, **over: Any) -> Any:
+        what = {**facts, "arguments": args, **over}
+        return sign_decision(keys[key or by], approver=by, approve=approve, **what)
+
+    await journal.decide("r", "c1", signed("alice"))
+    await journal.decide("r", "c1", signed("mallory"))  # not an approver of this gate
+    await journal.decide("r", "c1", signed("bob", key="alice"))  # forged: alice's key
+    await journal.decide("r", "c1", signed("bob", arguments={**args, "amount": 5}))  # other args
+    await journal.decide("r", "c1", signed("alice", approve=False))  # a change of mind
+    await journal.store.append(  # what a build with another policy on the tool journaled
+        "r",
+        R.decision_key("c1", "older"),
+        R.DECISION,
+        {"call_id": "c1", "decision": signed("carol").to_json(), "policy": "0" * 64},
+    )
+    await journal.decide("r", "c1", signed("bob"))
+    await journal.decide("r", "c1", signed("carol"))  # after 2 of 2 approved
+    assert _decisions(timeline(await journal.require("r"))) == [
+        "c1 wire approved by alice (signed)",
+        "c1 wire approved by mallory (signed), not counted: unknown approver",
+        "c1 wire approved by bob (signed), not counted: bad signature",
+        "c1 wire approved by bob (signed), not counted: bad signature",
+        "c1 wire denied by alice (signed), not counted: a repeat (the approver's first decision "
+        "counts)",
+        "c1 wire approved by carol (signed), not counted: made under another policy",
+        "c1 wire approved by bob (signed)",
+        "c1 wire approved by carol (signed), not counted: the gate was already decided: approved "
+        "by alice, bob",
+    ]
+
+
+async def test_a_decision_after_a_one_of_one_gate_was_decided_says_it_did_not_count(
+    journal: Journal,
+) -> None:
+    """The first decision decides a single-approval gate: a later approval is not what opened
+    or closed it, and show says so."""
+    await _wire_agent(single_approval()).run("r", "pay acme", journal=journal)
+    await journal.approve("r", "c1", by="bob", deny=True)
+    await journal.approve("r", "c1", by="alice")
+    assert _decisions(timeline(await journal.require("r"))) == [
+        "c1 wire denied by bob",
+        "c1 wire approved by alice, not counted: the gate was already decided: denied by bob",
+    ]
+
+
+async def test_a_decision_after_the_journaled_tally_did_not_count(journal: Journal) -> None:
+    agent = _wire_agent(single_approval())
+    await agent.run("r", "pay acme", journal=journal)
+    await journal.approve("r", "c1", by="alice")
+    await agent.resume("r", journal=journal)  # journals the tally, runs the tool, completes
+    await journal.store.append(
+        "r",
+        R.decision_key("c1", "late"),
+        R.DECISION,
+        {
+            "call_id": "c1",
+            "decision": {"approver": "bob", "approve": False, "signature": None},
+            "policy": single_approval().digest,
+        },
+    )
+    assert _decisions(timeline(await journal.require("r")))[-1] == (
+        "c1 wire denied by bob, not counted: the gate was already decided: approved by alice"
     )
