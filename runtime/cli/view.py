@@ -229,7 +229,9 @@ async def _show(inv: Invocation) -> int:
             raise ConfigError(f"no run {run_id!r} in {journal.path}", run_id=run_id)
     told = read(run_id, records, timeline) if isinstance(records, list) else records
     if isinstance(told, Unreadable):
-        raise Failure(printable(f"{told.reason}; the journal is damaged there"), EXIT_USAGE)
+        # From the journal's own error type, so `--json` names it (the record broke its format).
+        message = printable(f"{told.reason}; the journal is damaged there")
+        raise Failure(message, EXIT_USAGE) from ProtocolError(message, run_id=run_id)
     if inv.args.json:
         inv.out_json(told.to_json())
         return 0

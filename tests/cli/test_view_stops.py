@@ -290,3 +290,14 @@ def test_a_cancelled_run_waits_for_nothing_in_list_and_show(cli: Cli, stops: str
     assert "waiting:" not in shown.out
     assert "cancelled: the next drive stops it" in shown.out
     assert cli("show", "--db", stops, "cancel-clean", "--json").json()["waiting"] == []
+
+
+def test_show_json_of_a_run_with_an_unreadable_record_is_a_protocol_error(
+    cli: Cli, damaged: tuple[str, int]
+) -> None:
+    db, seq = damaged
+    _damage(db, "{oops")
+    shown = cli("show", "--db", db, "bad", "--json")
+    error = shown.json()["error"]
+    assert (shown.code, error["type"], error["exit_code"]) == (2, "ProtocolError", 2)
+    assert error["message"].startswith(f"record 'turn/1' (seq {seq}) of run 'bad' is not valid")
