@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from runtime import records as R
-from runtime.approval import ApprovalPolicy, Decision, tally, verify
+from runtime.approval import ApprovalPolicy, judge, tally
 from runtime.errors import ConfigError, ProtocolError
 from runtime.messages import AssistantTurn, Usage
 from runtime.records import Record
@@ -516,10 +516,8 @@ def _offset(ms: int) -> str:
 def uncounted(state: RunState, call: CallState) -> dict[int, str]:
     """Why each decision on ``call`` that did not count was left out, by its record's seq.
 
-    Read in journal order under the policy the turn recorded for the call: a decision made
-    under another policy, with no approver, from an unknown approver, with a signature that
-    does not verify, a repeat of an approver's counted decision, or one that came after the
-    gate was decided (by the journaled tally, or by the decisions counted before it).
+    Judged as the gate judges them (``approval.judge``), in journal order, under the policy the
+    turn recorded for the call.
     """
     records = sorted(call.decisions, key=lambda r: r.seq)
     policy_json = call.plan.get("approval")
@@ -529,45 +527,15 @@ def uncounted(state: RunState, call: CallState) -> dict[int, str]:
         policy = ApprovalPolicy.from_json(policy_json)
     except ConfigError:
         return {r.seq: "the gate's recorded policy cannot be read" for r in records}
-    facts = {
-        "run_id": state.run_id,
-        "call_id": call.call.id,
-        "tool": call.call.name,
-        "arguments": call.call.arguments,
-    }
-    journaled = call.tallies.get(policy.digest)
-    counted: list[tuple[Decision, str]] = []
-    reasons: dict[int, str] = {}
-    for record in records:
-        decision = Decision.from_json(record.payload["decision"])
-        digest = str(record.payload.get("policy"))
-        gate: Mapping[str, Any] = tally(policy, counted, **facts).to_json()
-        if journaled is not None and journaled.seq < record.seq:
-            gate = journaled.payload.get("tally") or gate
-        if digest != policy.digest:
-            reasons[record.seq] = "made under another policy"
-        elif not decision.approver:
-            reasons[record.seq] = "no approver named"
-        elif policy.signed and policy.public_key(decision.approver) is None:
-            reasons[record.seq] = "unknown approver"
-        elif policy.signed and decision.signature is None:
-            reasons[record.seq] = "not signed"
-        elif not verify(policy, decision, **facts):
-            reasons[record.seq] = "bad signature"
-        elif any(decision.approver == d.approver for d, _ in counted):
-            reasons[record.seq] = "a repeat (the approver's first decision counts)"
-        elif gate.get("outcome") in ("approved", "denied"):
-            reasons[record.seq] = f"the gate was already decided: {_decided(gate)}"
-        else:
-            counted.append((decision, digest))
-    return reasons
-
-
-def _decided(gate: Mapping[str, Any]) -> str:
-    if gate.get("outcome") == "approved":
-        return f"approved by {', '.join(map(str, gate.get('approvals') or ())) or 'nobody'}"
-    denials = ", ".join(map(str, gate.get("denials") or ()))
-    return f"denied by {denials}" if denials else "denied"
+    _, reasons = judge(
+        policy,
+        call.decisions_made(),
+        run_id=state.run_id,
+        call_id=call.call.id,
+        tool=call.call.name,
+        arguments=call.call.arguments,
+    )
+    return {r.seq: why for r, why in zip(records, reasons, strict=True) if why is not None}
 
 
 def _tally(state: RunState, call: CallState) -> Mapping[str, Any] | None:

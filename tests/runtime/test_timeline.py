@@ -221,6 +221,9 @@ def _wire_agent(policy: ApprovalPolicy) -> Agent:
     return Agent(model=ScriptedModel(script), tools=[wire])
 
 
+BAD = "bad signature (not this call, these arguments or this approver's key)"
+
+
 def _decisions(told: Any) -> list[str]:
     return [e.lines[0] for e in told.events if e.kind == "decision"]
 
@@ -252,12 +255,12 @@ async def test_every_signed_decision_that_did_not_count_says_why(journal: Journa
     await journal.decide("r", "c1", signed("carol"))  # after 2 of 2 approved
     assert _decisions(timeline(await journal.require("r"))) == [
         "c1 wire approved by alice (signed)",
-        "c1 wire approved by mallory (signed), not counted: unknown approver",
-        "c1 wire approved by bob (signed), not counted: bad signature",
-        "c1 wire approved by bob (signed), not counted: bad signature",
-        "c1 wire denied by alice (signed), not counted: a repeat (the approver's first decision "
-        "counts)",
-        "c1 wire approved by carol (signed), not counted: made under another policy",
+        "c1 wire approved by mallory (signed), not counted: 'mallory' is not an approver of "
+        "this gate",
+        f"c1 wire approved by bob (signed), not counted: {BAD}",
+        f"c1 wire approved by bob (signed), not counted: {BAD}",
+        "c1 wire denied by alice (signed), not counted: alice decided already",
+        "c1 wire approved by carol (signed), not counted: made under another approval policy",
         "c1 wire approved by bob (signed)",
         "c1 wire approved by carol (signed), not counted: the gate was already decided: approved "
         "by alice, bob",
