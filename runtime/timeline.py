@@ -33,6 +33,7 @@ __all__ = [
     "read",
     "render",
     "status_of",
+    "stopped_on",
     "timeline",
     "uncounted",
     "waiting_on",
@@ -87,6 +88,8 @@ class Stop:
     prompt: str | None = None
     tally: Mapping[str, Any] | None = None
     """For an approval: the running tally (``outcome``, ``need``, ``approvals``, ``denials``)."""
+    cause: str | None = None
+    """For a halt: why the drive that made the attempt halted on it, as it journaled."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -95,7 +98,7 @@ class Stop:
             "tool": self.tool,
             "arguments": self.arguments,
         }
-        for name in ("safety", "attempt", "attempted_at_ms", "key", "prompt", "tally"):
+        for name in ("safety", "attempt", "attempted_at_ms", "key", "prompt", "tally", "cause"):
             value = getattr(self, name)
             if value is not None:
                 out[name] = value
@@ -128,6 +131,8 @@ class Timeline:
     halted: tuple[Stop, ...]
     waiting: tuple[Stop, ...]
     events: tuple[Event, ...]
+    stopped: Mapping[str, Any] | None = None
+    """For an ``orphaned`` run: the journaled stop (``reason``, ``message``, ``remedy``)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -144,6 +149,7 @@ class Timeline:
             "halted": [s.to_json() for s in self.halted],
             "waiting": [s.to_json() for s in self.waiting],
             "events": [e.to_json() for e in self.events],
+            "stopped": dict(self.stopped) if self.stopped is not None else None,
         }
 
 
@@ -210,7 +216,17 @@ def timeline(state: RunState) -> Timeline:
         halted=halted_on(state),
         waiting=waiting_on(state),
         events=tuple(e for r in records if (e := _event(state, r)) is not None),
+        stopped=stopped_on(state),
     )
+
+
+def stopped_on(state: RunState) -> Mapping[str, Any] | None:
+    """Why the last drive stopped short of an end, while that still holds (the run is
+    ``orphaned``): ``reason``, ``message`` and ``remedy`` as the drive journaled them."""
+    stop = state.stop if state.end is None and state.cancel is None else None
+    if stop is None or not isinstance(stop.payload, Mapping):
+        return None
+    return {k: stop.payload.get(k) for k in ("reason", "message", "remedy")}
 
 
 def status_of(state: RunState) -> str:
@@ -239,6 +255,7 @@ def halted_on(state: RunState) -> tuple[Stop, ...]:
                 safety=marker.payload.get("safety") if marker is not None else None,
                 attempt=c.attempt,
                 attempted_at_ms=marker.created_ms if marker is not None else None,
+                cause=c.halt_cause,
             )
         )
     return tuple(stops)
@@ -361,6 +378,13 @@ def _tell(state: RunState, record: Record) -> tuple[str, tuple[str, ...]]:
             f"{_who(p)} attempt {p.get('attempt')} returned after it was resolved "
             f"not executed: {_outcome(p)}",
         )
+    if kind == R.HALT:
+        return "halt", (f"{_who_call(state, p)} attempt {p.get('attempt')}: {p.get('cause')}",)
+    if kind == R.STOP:
+        return "stop", (
+            f"the drive stopped short of an end: {p.get('message')}",
+            f"to continue: {p.get('remedy')}",
+        )
     if kind == R.CANCEL:
         by = f" by {p['by']}" if p.get("by") else ""
         reason = f": {clip(p['reason'])}" if p.get("reason") else ""
@@ -479,6 +503,8 @@ def _now(tl: Timeline, origin: int) -> list[str]:
         what = (
             f"{stop.call_id} {stop.tool} was attempted{when} and has no result: it may have acted"
         )
+        if stop.cause:
+            what += f" (when it halted: {stop.cause})"
         if tl.status == "halted":
             lines.append(f"halted: {what}")
         else:
@@ -496,6 +522,11 @@ def _now(tl: Timeline, origin: int) -> list[str]:
                 f"waiting: {stop.call_id} {stop.tool} needs an approval "
                 f"({len(t.get('approvals', ()))} of {t.get('need', 1)}: {approvals})"
             )
+    if tl.stopped is not None:
+        lines.append(
+            f"orphaned: no process drives it; its last drive stopped short of an end: "
+            f"{tl.stopped.get('message')}. To continue: {tl.stopped.get('remedy')}."
+        )
     if not lines and tl.status == "running":
         lines.append("running: not finished. If no process is driving it (it crashed), resume it.")
     if tl.status == "cancelled" and not any(e.kind == R.END for e in tl.events):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,15 +24,19 @@ from runtime.timeline import (
     read,
     render,
     status_of,
+    stopped_on,
     timeline,
     waiting_on,
 )
 
 __all__ = ["COMMANDS"]
 
+ORPHANED = "orphaned"
+"""The status of a run whose last drive journaled a stop short of an end (``RunState.status``)."""
+
 _ENDED = ("completed", "failed")
 """Index statuses written with the end record, never overwritten: the index can be trusted."""
-_OPEN = ("running", "waiting", "halted", "cancelled")
+_OPEN = ("running", "waiting", "halted", "cancelled", ORPHANED)
 """Index statuses that may be stale (a killed driver writes nothing; a driver that halts after a
 cancel request rewrites it): runs listed under these are re-derived from their records."""
 
@@ -50,6 +55,8 @@ class Row:
     waiting: tuple[Stop, ...] = ()
     unreadable: str | None = None
     """Why the run cannot be read (naming the record), if it cannot."""
+    stopped: Mapping[str, Any] | None = None
+    """For an orphaned run: why its last drive stopped short of an end."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -62,6 +69,7 @@ class Row:
             "halted": [s.to_json() for s in self.halted],
             "waiting": [s.to_json() for s in self.waiting],
             "unreadable": self.unreadable,
+            "stopped": dict(self.stopped) if self.stopped is not None else None,
         }
 
 
@@ -76,8 +84,12 @@ async def _records(journal: Journal, run_id: str) -> list[Record] | Unreadable |
         return Unreadable(run_id, str(exc))
 
 
-def _facts(state: RunState) -> tuple[str, int, tuple[Stop, ...], tuple[Stop, ...]]:
-    return status_of(state), len(state.turns), halted_on(state), waiting_on(state)
+_Facts = tuple[str, int, tuple[Stop, ...], tuple[Stop, ...], Mapping[str, Any] | None]
+
+
+def _facts(state: RunState) -> _Facts:
+    stopped = stopped_on(state)
+    return status_of(state), len(state.turns), halted_on(state), waiting_on(state), stopped
 
 
 async def _row(journal: Journal, r: RunRow) -> Row:
@@ -96,8 +108,18 @@ async def _row(journal: Journal, r: RunRow) -> Row:
             r.updated_ms,
             unreadable=facts.reason,
         )
-    status, turns, halted, waiting = facts
-    return Row(r.run_id, status, r.agent, turns, r.created_ms, r.updated_ms, halted, waiting)
+    status, turns, halted, waiting, stopped = facts
+    return Row(
+        r.run_id,
+        status,
+        r.agent,
+        turns,
+        r.created_ms,
+        r.updated_ms,
+        halted,
+        waiting,
+        stopped=stopped,
+    )
 
 
 def _keeps(row: Row, *, status: str | None, unresolved: bool) -> bool:
@@ -147,7 +169,7 @@ async def _rows(
 def _list_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--status",
-        choices=[*(s.value for s in RunStatus), NEVER_STARTED, UNREADABLE],
+        choices=[*(s.value for s in RunStatus), ORPHANED, NEVER_STARTED, UNREADABLE],
         help="only runs in this status (a run that cannot be read is kept under every status)",
     )
     parser.add_argument(
@@ -196,6 +218,8 @@ async def _list(inv: Invocation) -> int:
     table = [("RUN ID", "STATUS", "AGENT", "TURNS", "UPDATED", "STOPPED ON")]
     for row in rows:
         stops = ", ".join(s.brief() for s in (*row.halted, *row.waiting))
+        if row.stopped is not None:
+            stops = ", ".join(filter(None, (stops, f"stopped: {row.stopped.get('reason')}")))
         if row.unreadable is not None:
             stops = row.unreadable
         table.append(
@@ -247,7 +271,7 @@ async def _show(inv: Invocation) -> int:
     if not started and not ended:
         again = inv.command("run", "--run-id", run_id, "--agent", "SPEC", "INPUT")
         inv.out(printable(f"  start it again: {again}"))
-    elif told.status == "running" or (told.status == "cancelled" and not ended):
+    elif told.status in ("running", ORPHANED) or (told.status == "cancelled" and not ended):
         inv.out(printable(f"  resume it: {inv.command('resume', run_id)}"))
     return 0
 

@@ -33,6 +33,7 @@ ROW_KEYS = {
     "halted",
     "waiting",
     "unreadable",
+    "stopped",
 }
 SHOW_KEYS = {
     "run_id",
@@ -48,6 +49,7 @@ SHOW_KEYS = {
     "halted",
     "waiting",
     "events",
+    "stopped",
 }
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime import Journal, Resolution
-from tests.cli import agents
+from runtime import BudgetError, Journal, ModelError, Resolution
+from tests.cli import agents, view_agents
 from tests.cli.invoke import Cli, child
 from tests.cli.journals import waiting_run
 
@@ -147,7 +147,8 @@ def test_show_of_a_cancelled_run_says_its_call_may_have_acted_and_how_to_resolve
     shown = cli("show", "--db", stops, run_id)
     assert shown.out.splitlines()[0] == f"run {run_id}: cancelled"
     assert "unresolved: c1 charge was attempted at +" in shown.out
-    assert "it may have acted. The run is cancelled, so nothing will run it again" in shown.out
+    assert "has no result: it may have acted (when it halted: outcome unknown: " in shown.out
+    assert "). The run is cancelled, so nothing will run it again" in shown.out
     assert f"resolve it: bide resolve --db {stops} {run_id} c1 --succeeded JSON" in shown.out
     (halt,) = cli("show", "--db", stops, run_id, "--json").json()["halted"]
     assert (halt["call_id"], halt["tool"]) == ("c1", "charge")
@@ -301,3 +302,58 @@ def test_show_json_of_a_run_with_an_unreadable_record_is_a_protocol_error(
     error = shown.json()["error"]
     assert (shown.code, error["type"], error["exit_code"]) == (2, "ProtocolError", 2)
     assert error["message"].startswith(f"record 'turn/1' (seq {seq}) of run 'bad' is not valid")
+
+
+# --- a drive that stopped short of an end; the cause behind a halt ----------------------------
+
+
+async def _build_orphans(path: Path) -> None:
+    async with Journal(path) as journal:
+        with pytest.raises(BudgetError):
+            await agents.one_turn_budget.run("budget", "go", journal=journal)
+        with pytest.raises(ModelError):
+            await agents.model_unavailable.run("unavailable", "go", journal=journal)
+        await view_agents.provider_fails.run("502", "go", journal=journal)
+        await view_agents.provider_fails.resume("502", journal=journal)  # halts again
+
+
+@pytest.fixture(scope="module")
+def orphans(tmp_path_factory: pytest.TempPathFactory) -> str:
+    path = tmp_path_factory.mktemp("orphans") / "bide.db"
+    asyncio.run(_build_orphans(path))
+    return str(path)
+
+
+def test_a_run_whose_drive_stopped_short_is_orphaned_with_its_reason_in_list(
+    cli: Cli, orphans: str
+) -> None:
+    table = _table(cli("list", "--db", orphans).out)
+    assert table["budget"][1] == "orphaned" and table["budget"][-2:] == ["stopped:", "max_turns"]
+    assert table["unavailable"][-2:] == ["stopped:", "model_unavailable"]
+    runs = _runs(cli, "--db", orphans)
+    assert runs["budget"]["stopped"]["reason"] == "max_turns"  # type: ignore[index]
+    assert runs["502"]["stopped"] is None
+    assert set(_runs(cli, "--db", orphans, "--status", "orphaned")) == {"budget", "unavailable"}
+
+
+def test_show_of_an_orphaned_run_says_why_it_stopped_and_how_to_continue(
+    cli: Cli, orphans: str
+) -> None:
+    shown = cli("show", "--db", orphans, "budget")
+    assert shown.out.splitlines()[0] == "run budget: orphaned"
+    assert "the drive stopped short of an end: run 'budget' reached max_turns=1" in shown.out
+    assert "orphaned: no process drives it; its last drive stopped short of an end" in shown.out
+    assert "To continue: raise max_turns in the agent, then resume." in shown.out
+    assert f"resume it: bide resume --db {orphans} budget" in shown.out
+    stopped = cli("show", "--db", orphans, "budget", "--json").json()["stopped"]
+    assert stopped["reason"] == "max_turns"
+
+
+def test_the_exception_behind_a_halt_is_shown_on_every_later_view(cli: Cli, orphans: str) -> None:
+    shown = cli("show", "--db", orphans, "502")
+    assert "c1 charge attempt 1: raised RuntimeError: provider said 502" in shown.out
+    assert "(when it halted: raised RuntimeError: provider said 502" in shown.out
+    (halt,) = _runs(cli, "--db", orphans)["502"]["halted"]  # type: ignore[misc]
+    assert "provider said 502" in halt["cause"]
+    (shown_halt,) = cli("show", "--db", orphans, "502", "--json").json()["halted"]
+    assert shown_halt["cause"] == halt["cause"]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from runtime import Agent
+from typing import Any
+
+from runtime import Agent, tool
 from runtime.testing import ScriptedModel
 
 BIDI = "\u202e\u2066\u2067\u2068\u2069\u202a\u202b\u202c\u202d\u200e\u200f\u061c"
@@ -16,4 +18,26 @@ bidi = Agent(
         ]
     ),
     name=f"bidi{BIDI}",
+)
+
+
+@tool
+async def charge(customer: str, amount: int) -> dict[str, Any]:
+    """A side effect whose provider fails in a way that is not a ToolError: it may have acted."""
+    raise RuntimeError("provider said 502")
+
+
+provider_fails = Agent(
+    model=ScriptedModel(
+        [
+            {
+                "tool_calls": [
+                    {"id": "c1", "name": "charge", "arguments": {"customer": "ann", "amount": 5}}
+                ]
+            },
+            {"text": "charged"},
+        ]
+    ),
+    tools=[charge],
+    name="provider-fails",
 )
