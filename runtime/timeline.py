@@ -171,24 +171,37 @@ _MALFORMED = (ProtocolError, LookupError, TypeError, ValueError, AttributeError)
 def read(run_id: str, records: Iterable[Record], tell: Callable[[RunState], _T]) -> _T | Unreadable:
     """Fold ``records`` and ``tell`` the run (``timeline``, or what ``list`` needs), or say which
     record makes that impossible: one malformed record costs its own run, never a listing."""
-    records = list(records)
+    ordered = sorted(records, key=lambda r: r.seq)
     try:
-        return tell(RunState.fold(run_id, records))
+        return tell(RunState.fold(run_id, ordered))
     except _MALFORMED as exc:
         failure: BaseException = exc
-    # Only for a run that failed: fold again record by record to name the first culprit.
+    # Only for a run that failed: find the first record it cannot be read past.
     state = RunState(run_id)
-    for record in sorted(records, key=lambda r: r.seq):
+    for record in ordered:
         try:
             state.add(record)
-            tell(state)
         except _MALFORMED as exc:
-            return Unreadable(
-                run_id,
-                f"record {record.key!r} (seq {record.seq}) of run {run_id!r} cannot be read: "
-                f"{_why(exc)}",
-            )
-    return Unreadable(run_id, f"run {run_id!r} cannot be read: {_why(failure)}")
+            return _unreadable(run_id, record, exc)
+    # Every record folds, telling fails: bisect for the shortest prefix that cannot be told.
+    told, fails = 0, len(ordered)
+    while fails - told > 1:
+        middle = (told + fails) // 2
+        try:
+            tell(RunState.fold(run_id, ordered[:middle]))
+            told = middle
+        except _MALFORMED as exc:
+            fails, failure = middle, exc
+    if not ordered:
+        return Unreadable(run_id, f"run {run_id!r} cannot be read: {_why(failure)}")
+    return _unreadable(run_id, ordered[fails - 1], failure)
+
+
+def _unreadable(run_id: str, record: Record, exc: BaseException) -> Unreadable:
+    return Unreadable(
+        run_id,
+        f"record {record.key!r} (seq {record.seq}) of run {run_id!r} cannot be read: {_why(exc)}",
+    )
 
 
 def _why(exc: BaseException) -> str:

@@ -299,3 +299,19 @@ async def test_a_decision_after_the_journaled_tally_did_not_count(journal: Journ
     assert _decisions(timeline(await journal.require("r")))[-1] == (
         "c1 wire denied by bob, not counted: the gate was already decided: approved by alice"
     )
+
+
+async def test_read_names_a_record_that_folds_but_cannot_be_told(journal: Journal) -> None:
+    """A start record that is not an object folds (it is kept as is), but the run cannot be
+    told from it: the record named is that start, neither the header before it nor the last."""
+    await payments(Ledger()).run("r", "charge ann", journal=journal)
+    records = await journal.store.load("r")
+    start = next(r for r in records if r.key == "start")
+    assert records[0].key == "header" and records[-1].key == "end"
+    bad = [replace(start, payload=["charge ann"]) if r is start else r for r in records]
+    RunState.fold("r", bad)  # the fold itself holds
+    unreadable = read("r", bad, timeline)
+    assert isinstance(unreadable, Unreadable)
+    assert unreadable.reason.startswith(
+        f"record 'start' (seq {start.seq}) of run 'r' cannot be read: AttributeError"
+    )
