@@ -225,7 +225,7 @@ async def _list(inv: Invocation) -> int:
         table.append(
             (
                 printable(row.run_id),
-                row.status,
+                printable(row.status),
                 printable(row.agent or ""),
                 str(row.turns),
                 time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row.updated_ms / 1000)),

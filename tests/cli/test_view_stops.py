@@ -357,3 +357,17 @@ def test_the_exception_behind_a_halt_is_shown_on_every_later_view(cli: Cli, orph
     assert "provider said 502" in halt["cause"]
     (shown_halt,) = cli("show", "--db", orphans, "502", "--json").json()["halted"]
     assert shown_halt["cause"] == halt["cause"]
+
+
+def test_a_status_word_edited_into_an_end_record_is_escaped_in_list(
+    cli: Cli, damaged: tuple[str, int]
+) -> None:
+    db, _seq = damaged
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "UPDATE bide_records SET payload = ? WHERE run_id = 'good' AND key = 'end'",
+            ('{"status": "\\u001b[2J\\u202eowned", "output": null, "error": null}',),
+        )
+    listed = cli("list", "--db", db)
+    assert not {"\x1b", "\u202e"} & set(listed.out)
+    assert "\\x1b[2J\\u202eowned" in listed.out
