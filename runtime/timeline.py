@@ -133,6 +133,8 @@ class Timeline:
     events: tuple[Event, ...]
     stopped: Mapping[str, Any] | None = None
     """For an ``orphaned`` run: the journaled stop (``reason``, ``message``, ``remedy``)."""
+    anomalies: tuple[str, ...] = ()
+    """What the records should never hold (``RunState.anomalies``): "may have acted twice"."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -150,6 +152,7 @@ class Timeline:
             "waiting": [s.to_json() for s in self.waiting],
             "events": [e.to_json() for e in self.events],
             "stopped": dict(self.stopped) if self.stopped is not None else None,
+            "anomalies": list(self.anomalies),
         }
 
 
@@ -230,6 +233,7 @@ def timeline(state: RunState) -> Timeline:
         waiting=waiting_on(state),
         events=tuple(e for r in records if (e := _event(state, r)) is not None),
         stopped=stopped_on(state),
+        anomalies=tuple(state.anomalies()),
     )
 
 
@@ -544,7 +548,7 @@ def _now(tl: Timeline, origin: int) -> list[str]:
         lines.append("running: not finished. If no process is driving it (it crashed), resume it.")
     if tl.status == "cancelled" and not any(e.kind == R.END for e in tl.events):
         lines.append("cancelled: the next drive stops it without a new turn or call.")
-    return lines
+    return [*(f"WARNING: {anomaly}" for anomaly in tl.anomalies), *lines]
 
 
 def _offset(ms: int) -> str:

@@ -50,6 +50,7 @@ SHOW_KEYS = {
     "waiting",
     "events",
     "stopped",
+    "anomalies",
 }
 
 

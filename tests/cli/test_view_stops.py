@@ -371,3 +371,27 @@ def test_a_status_word_edited_into_an_end_record_is_escaped_in_list(
     listed = cli("list", "--db", db)
     assert not {"\x1b", "\u202e"} & set(listed.out)
     assert "\\x1b[2J\\u202eowned" in listed.out
+
+
+# --- what the records should never hold ---------------------------------------------------------
+
+
+def test_show_flags_a_run_whose_records_follow_its_end(cli: Cli, db_path: Path) -> None:
+    """As an older bide could leave it: a turn journaled after the end."""
+
+    async def build() -> None:
+        async with Journal(db_path) as journal:
+            await agents.agent.run("r", "go", journal=journal)
+
+    asyncio.run(build())
+    with sqlite3.connect(db_path) as conn:
+        conn.execute(
+            "INSERT INTO bide_records (run_id, key, kind, codec, payload, created_ms) "
+            "VALUES ('r', 'turn/3', 'turn', 'json', ?, 0)",
+            ('{"n": 3, "turn": {"text": "again", "tool_calls": []}, "plan": {}}',),
+        )
+        ((seq,),) = conn.execute("SELECT seq FROM bide_records WHERE key = 'turn/3'").fetchall()
+    shown = cli("show", "--db", str(db_path), "r")
+    assert f"WARNING: records after the end: turn/3 (seq {seq})" in shown.out.splitlines()
+    anomalies = cli("show", "--db", str(db_path), "r", "--json").json()["anomalies"]
+    assert anomalies == [f"records after the end: turn/3 (seq {seq})"]
