@@ -203,7 +203,7 @@ def read(run_id: str, records: Iterable[Record], tell: Callable[[RunState], _T])
 def _unreadable(run_id: str, record: Record, exc: BaseException) -> Unreadable:
     return Unreadable(
         run_id,
-        f"record {record.key!r} (seq {record.seq}) of run {run_id!r} cannot be read: {_why(exc)}",
+        f"record {record.key!r} of run {run_id!r} cannot be read (seq {record.seq}): {_why(exc)}",
     )
 
 

@@ -191,16 +191,19 @@ def encode(payload: Any) -> str:
 
 def decode(codec: str, text: str, *, run_id: str, key: str, seq: int | None = None) -> Any:
     # Key and seq name the record, so an operator can find the damaged one in the file.
-    where = f"record {key!r}{f' (seq {seq})' if seq is not None else ''} of run {run_id!r}"
+    where = f" (seq {seq})" if seq is not None else ""
     if codec != CODEC:
         raise FormatError(
-            f"{where} was written with codec {codec!r}; this bide reads {CODEC!r} only",
+            f"record {key!r} of run {run_id!r} was written with codec {codec!r}{where}; this "
+            f"bide reads {CODEC!r} only",
             run_id=run_id,
         )
     try:
         return json.loads(text)
     except (TypeError, ValueError, RecursionError) as exc:  # TypeError: a number or blob
-        raise ProtocolError(f"{where} is not valid JSON: {exc}", run_id=run_id) from exc
+        raise ProtocolError(
+            f"record {key!r} of run {run_id!r} is not valid JSON{where}: {exc}", run_id=run_id
+        ) from exc
 
 
 @dataclass(frozen=True, slots=True)

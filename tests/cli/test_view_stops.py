@@ -245,10 +245,12 @@ def test_one_unreadable_record_costs_its_own_run_not_the_listing(
         "bad": "unreadable",
         "halted": "halted",
     }
-    assert f"record 'turn/1' (seq {seq}) of run 'bad'" in listed.out
+    (bad,) = [line for line in listed.out.splitlines() if line.startswith("bad ")]
+    assert "record 'turn/1' of run 'bad' " in bad and f"(seq {seq})" in bad
     runs = _runs(cli, "--db", db)
     assert runs["bad"]["status"] == "unreadable"
-    assert f"'turn/1' (seq {seq})" in str(runs["bad"]["unreadable"])
+    assert str(runs["bad"]["unreadable"]).startswith("record 'turn/1' of run 'bad' ")
+    assert f"(seq {seq}): " in str(runs["bad"]["unreadable"])
     assert runs["good"]["unreadable"] is None
 
 
@@ -277,7 +279,8 @@ def test_show_of_a_run_with_an_unreadable_record_names_it_in_one_line_and_exits_
     assert shown.code == 2
     assert shown.out == ""
     assert shown.err.count("\n") == 1, shown.err
-    assert shown.error_line.startswith(f"bide: error: record 'turn/1' (seq {seq}) of run 'bad' ")
+    assert shown.error_line.startswith("bide: error: record 'turn/1' of run 'bad' ")
+    assert f"(seq {seq}): " in shown.error_line
     assert shown.error_line.endswith("; the journal is damaged there")
     assert "unexpected" not in shown.error_line
     assert cli("show", "--db", db, "good").code == 0
@@ -301,7 +304,9 @@ def test_show_json_of_a_run_with_an_unreadable_record_is_a_protocol_error(
     shown = cli("show", "--db", db, "bad", "--json")
     error = shown.json()["error"]
     assert (shown.code, error["type"], error["exit_code"]) == (2, "ProtocolError", 2)
-    assert error["message"].startswith(f"record 'turn/1' (seq {seq}) of run 'bad' is not valid")
+    assert error["message"].startswith(
+        f"record 'turn/1' of run 'bad' is not valid JSON (seq {seq}): "
+    )
 
 
 # --- a drive that stopped short of an end; the cause behind a halt ----------------------------

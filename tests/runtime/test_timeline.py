@@ -204,7 +204,7 @@ async def test_read_names_the_record_a_run_cannot_be_told_past(journal: Journal)
     unreadable = read("r", bad, timeline)
     assert isinstance(unreadable, Unreadable)
     assert unreadable.reason == (
-        f"record 'turn/2' (seq {broken.seq}) of run 'r' cannot be read: KeyError: 'turn'"
+        f"record 'turn/2' of run 'r' cannot be read (seq {broken.seq}): KeyError: 'turn'"
     )
 
 
@@ -313,5 +313,5 @@ async def test_read_names_a_record_that_folds_but_cannot_be_told(journal: Journa
     unreadable = read("r", bad, timeline)
     assert isinstance(unreadable, Unreadable)
     assert unreadable.reason.startswith(
-        f"record 'start' (seq {start.seq}) of run 'r' cannot be read: AttributeError"
+        f"record 'start' of run 'r' cannot be read (seq {start.seq}): AttributeError"
     )
