@@ -223,6 +223,13 @@ class RunState:
     def halted_calls(self) -> list[CallState]:
         return [c for c in self.pending_calls() if c.unknown_outcome]
 
+    def unresolved_calls(self) -> list[CallState]:
+        """Every call attempted without a recorded result, in the order the model asked for
+        them, whatever the run's status: each may have acted, and only a resolution says
+        whether it did. For a run still going these are its halted calls; a cancelled or ended
+        run keeps them too (ending a run does not say what its calls did)."""
+        return [c for c in self.calls.values() if c.unknown_outcome]
+
     def waiting_calls(self) -> list[CallState]:
         """Pending calls that wait for a person (an approval or an answer), by the same rule
         ``status()`` uses."""

@@ -1,35 +1,51 @@
 """A run's timeline, derived from its records alone: what happened, in commit order, in words.
 
 Pure (no I/O): ``python -m runtime show`` prints ``render(timeline(state))`` and ``--json`` prints
-``Timeline.to_json()``; ``list`` uses ``halted_on`` and ``waiting_on`` for what a run stopped on.
+``Timeline.to_json()``; ``list`` uses ``status_of``, ``halted_on`` and ``waiting_on`` for each run.
+``read`` folds a run's records without letting one malformed record hide the others' runs.
 """
 
 from __future__ import annotations
 
 import json
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from runtime import records as R
-from runtime.approval import ApprovalPolicy, tally
-from runtime.errors import ConfigError
+from runtime.approval import ApprovalPolicy, judge, tally
+from runtime.errors import ConfigError, ProtocolError
 from runtime.messages import AssistantTurn, Usage
 from runtime.records import Record
 from runtime.state import CallState, RunState
 
 __all__ = [
+    "NEVER_STARTED",
+    "UNREADABLE",
     "Event",
     "Stop",
     "Timeline",
+    "Unreadable",
     "clip",
     "halted_on",
     "printable",
+    "read",
     "render",
+    "status_of",
+    "stopped_on",
     "timeline",
+    "uncounted",
     "waiting_on",
 ]
+
+NEVER_STARTED = "never-started"
+"""The status of a run whose process stopped after its header and before its start record:
+nothing of it ran, and only ``run`` with its input starts it (``resume`` cannot)."""
+UNREADABLE = "unreadable"
+"""What ``list`` shows for a run one of whose records cannot be decoded or folded."""
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +88,8 @@ class Stop:
     prompt: str | None = None
     tally: Mapping[str, Any] | None = None
     """For an approval: the running tally (``outcome``, ``need``, ``approvals``, ``denials``)."""
+    cause: str | None = None
+    """For a halt: why the drive that made the attempt halted on it, as it journaled."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -80,7 +98,7 @@ class Stop:
             "tool": self.tool,
             "arguments": self.arguments,
         }
-        for name in ("safety", "attempt", "attempted_at_ms", "key", "prompt", "tally"):
+        for name in ("safety", "attempt", "attempted_at_ms", "key", "prompt", "tally", "cause"):
             value = getattr(self, name)
             if value is not None:
                 out[name] = value
@@ -113,6 +131,10 @@ class Timeline:
     halted: tuple[Stop, ...]
     waiting: tuple[Stop, ...]
     events: tuple[Event, ...]
+    stopped: Mapping[str, Any] | None = None
+    """For an ``orphaned`` run: the journaled stop (``reason``, ``message``, ``remedy``)."""
+    anomalies: tuple[str, ...] = ()
+    """What the records should never hold (``RunState.anomalies``): "may have acted twice"."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -129,7 +151,66 @@ class Timeline:
             "halted": [s.to_json() for s in self.halted],
             "waiting": [s.to_json() for s in self.waiting],
             "events": [e.to_json() for e in self.events],
+            "stopped": dict(self.stopped) if self.stopped is not None else None,
+            "anomalies": list(self.anomalies),
         }
+
+
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """A run that cannot be told: one of its records cannot be decoded or folded.
+
+    ``reason`` names the record (its key and seq) and what is wrong with it.
+    """
+
+    run_id: str
+    reason: str
+
+
+_MALFORMED = (ProtocolError, LookupError, TypeError, ValueError, AttributeError)
+"""What folding or telling a record of the wrong shape raises (valid JSON, not bide's record)."""
+
+
+def read(run_id: str, records: Iterable[Record], tell: Callable[[RunState], _T]) -> _T | Unreadable:
+    """Fold ``records`` and ``tell`` the run (``timeline``, or what ``list`` needs), or say which
+    record makes that impossible: one malformed record costs its own run, never a listing."""
+    ordered = sorted(records, key=lambda r: r.seq)
+    try:
+        return tell(RunState.fold(run_id, ordered))
+    except _MALFORMED as exc:
+        failure: BaseException = exc
+    # Only for a run that failed: find the first record it cannot be read past.
+    state = RunState(run_id)
+    for record in ordered:
+        try:
+            state.add(record)
+        except _MALFORMED as exc:
+            return _unreadable(run_id, record, exc)
+    # Every record folds, telling fails: bisect for the shortest prefix that cannot be told.
+    told, fails = 0, len(ordered)
+    while fails - told > 1:
+        middle = (told + fails) // 2
+        try:
+            tell(RunState.fold(run_id, ordered[:middle]))
+            told = middle
+        except _MALFORMED as exc:
+            fails, failure = middle, exc
+    if not ordered:
+        return Unreadable(run_id, f"run {run_id!r} cannot be read: {_why(failure)}")
+    return _unreadable(run_id, ordered[fails - 1], failure)
+
+
+def _unreadable(run_id: str, record: Record, exc: BaseException) -> Unreadable:
+    return Unreadable(
+        run_id,
+        f"record {record.key!r} of run {run_id!r} cannot be read (seq {record.seq}): {_why(exc)}",
+    )
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, ProtocolError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
 
 
 def timeline(state: RunState) -> Timeline:
@@ -139,7 +220,7 @@ def timeline(state: RunState) -> Timeline:
     records = sorted(state.records, key=lambda r: r.seq)
     return Timeline(
         run_id=state.run_id,
-        status=state.status(),
+        status=status_of(state),
         agent=start.get("agent"),
         spec=start.get("spec"),
         input=start.get("input"),
@@ -151,13 +232,36 @@ def timeline(state: RunState) -> Timeline:
         halted=halted_on(state),
         waiting=waiting_on(state),
         events=tuple(e for r in records if (e := _event(state, r)) is not None),
+        stopped=stopped_on(state),
+        anomalies=tuple(state.anomalies()),
     )
 
 
+def stopped_on(state: RunState) -> Mapping[str, Any] | None:
+    """Why the last drive stopped short of an end, while that still holds (the run is
+    ``orphaned``): ``reason``, ``message`` and ``remedy`` as the drive journaled them."""
+    stop = state.stop if state.end is None and state.cancel is None else None
+    if stop is None or not isinstance(stop.payload, Mapping):
+        return None
+    return {k: stop.payload.get(k) for k in ("reason", "message", "remedy")}
+
+
+def status_of(state: RunState) -> str:
+    """The status every view shows: the records' status, or ``never-started`` for a run that
+    has its header and no start record (and no cancel request or end)."""
+    if state.start is None and state.end is None and state.cancel is None:
+        return NEVER_STARTED
+    return state.status()
+
+
 def halted_on(state: RunState) -> tuple[Stop, ...]:
-    """The calls whose side effect was attempted and has no result: each may have acted."""
+    """The calls whose side effect was attempted and has no result: each may have acted.
+
+    Whatever the run's status: a cancelled or ended run keeps its unresolved calls here until
+    a resolution says what they did.
+    """
     stops = []
-    for c in state.halted_calls():
+    for c in state.unresolved_calls():
         marker = c.marker
         stops.append(
             Stop(
@@ -168,13 +272,19 @@ def halted_on(state: RunState) -> tuple[Stop, ...]:
                 safety=marker.payload.get("safety") if marker is not None else None,
                 attempt=c.attempt,
                 attempted_at_ms=marker.created_ms if marker is not None else None,
+                cause=c.halt_cause,
             )
         )
     return tuple(stops)
 
 
 def waiting_on(state: RunState) -> tuple[Stop, ...]:
-    """The calls waiting for a person: an unanswered question first, else an approval."""
+    """The calls waiting for a person: an unanswered question first, else an approval.
+
+    None for a cancelled or ended run: nothing waits there any more (its next drive ends it).
+    """
+    if state.end is not None or state.cancel is not None:
+        return ()
     stops = []
     for c in state.waiting_calls():
         questions = [k for k in c.interrupts if k not in c.answers]
@@ -214,7 +324,8 @@ def render(tl: Timeline) -> list[str]:
         lines.extend(f"{'':>9}  {'':<9} {line}" for line in event.lines[1:])
     now = _now(tl, origin)
     if now:
-        lines.append("")
+        if tl.events:
+            lines.append("")
         lines.extend(now)
     # Run ids, tool names and call ids come from callers and the model: escape them all.
     return [printable(line) for line in lines]
@@ -230,9 +341,23 @@ def clip(value: Any, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+"""Bidirectional controls: they reorder what a terminal shows (a tool name that reads backwards,
+a call id that hides its tail), so they are escaped like control characters."""
+
+
 def printable(text: str) -> str:
-    """``text`` with control characters escaped as ``\\xNN``: safe to print to a terminal."""
-    return "".join(f"\\x{ord(c):02x}" if unicodedata.category(c) == "Cc" else c for c in text)
+    """``text`` with control characters escaped as ``\\xNN`` and bidirectional controls as
+    ``\\uNNNN``: safe to print to a terminal, shown in the order it is stored."""
+    return "".join(_escaped(c) for c in text)
+
+
+def _escaped(c: str) -> str:
+    if c in _BIDI:
+        return f"\\u{ord(c):04x}"
+    if unicodedata.category(c) == "Cc":
+        return f"\\x{ord(c):02x}"
+    return c
 
 
 # --- one record, told -------------------------------------------------------------------------
@@ -270,6 +395,13 @@ def _tell(state: RunState, record: Record) -> tuple[str, tuple[str, ...]]:
             f"{_who(p)} attempt {p.get('attempt')} returned after it was resolved "
             f"not executed: {_outcome(p)}",
         )
+    if kind == R.HALT:
+        return "halt", (f"{_who_call(state, p)} attempt {p.get('attempt')}: {p.get('cause')}",)
+    if kind == R.STOP:
+        return "stop", (
+            f"the drive stopped short of an end: {p.get('message')}",
+            f"to continue: {p.get('remedy')}",
+        )
     if kind == R.CANCEL:
         by = f" by {p['by']}" if p.get("by") else ""
         reason = f": {clip(p['reason'])}" if p.get("reason") else ""
@@ -283,7 +415,7 @@ def _tell(state: RunState, record: Record) -> tuple[str, tuple[str, ...]]:
         return "end", (str(status),)
     if kind == R.INTERRUPT:
         return "question", (f"{_who_call(state, p)} asks {clip(p.get('prompt'))} ({p.get('key')})",)
-    told = _tell_person(state, kind, p)
+    told = _tell_person(state, record)
     if told is not None:
         return told
     rest = {k: v for k, v in p.items() if k != "call_id"}
@@ -331,15 +463,19 @@ def _tell_result(state: RunState, p: Mapping[str, Any]) -> tuple[str, tuple[str,
     return "resolved", (head, detail)
 
 
-def _tell_person(
-    state: RunState, kind: str, p: Mapping[str, Any]
-) -> tuple[str, tuple[str, ...]] | None:
+def _tell_person(state: RunState, record: Record) -> tuple[str, tuple[str, ...]] | None:
     """An approval decision, the gate's tally, or an answer; ``None`` if shaped otherwise."""
+    kind, p = record.kind, record.payload
     who = _who_call(state, p)
     if kind == R.DECISION and isinstance(d := p.get("decision"), Mapping):
         said = "approved" if d.get("approve") else "denied"
         signed = " (signed)" if d.get("signature") else ""
-        return "decision", (f"{who} {said} by {d.get('approver')}{signed}",)
+        line = f"{who} {said} by {d.get('approver')}{signed}"
+        call = state.calls.get(str(p.get("call_id")))
+        why = uncounted(state, call).get(record.seq) if call is not None else None
+        if why is not None:
+            line += f", not counted: {why}"
+        return "decision", (line,)
     if kind == R.TALLY and isinstance(t := p.get("tally"), Mapping):
         approvals, denials = t.get("approvals") or [], t.get("denials") or []
         line = f"{who} gate {t.get('outcome')}: {len(approvals)} of {t.get('need')} approvals"
@@ -374,12 +510,25 @@ def _who_call(state: RunState, p: Mapping[str, Any]) -> str:
 
 def _now(tl: Timeline, origin: int) -> list[str]:
     lines = []
+    if tl.status == NEVER_STARTED:
+        lines.append(
+            "never started: its process stopped before the input was journaled and nothing of "
+            "it ran. Run it again with its input (resume cannot: there is nothing to resume)."
+        )
     for stop in tl.halted:
         when = f" at {_offset(stop.attempted_at_ms - origin)}" if stop.attempted_at_ms else ""
-        lines.append(
-            f"halted: {stop.call_id} {stop.tool} was attempted{when} and has no result: "
-            "it may have acted"
+        what = (
+            f"{stop.call_id} {stop.tool} was attempted{when} and has no result: it may have acted"
         )
+        if stop.cause:
+            what += f" (when it halted: {stop.cause})"
+        if tl.status == "halted":
+            lines.append(f"halted: {what}")
+        else:
+            lines.append(
+                f"unresolved: {what}. The run is {tl.status}, so nothing will run it again; "
+                "resolve it to record what happened"
+            )
     for stop in tl.waiting:
         if stop.kind == "input":
             lines.append(f"waiting: {stop.call_id} {stop.tool} asks {clip(stop.prompt)}")
@@ -390,11 +539,16 @@ def _now(tl: Timeline, origin: int) -> list[str]:
                 f"waiting: {stop.call_id} {stop.tool} needs an approval "
                 f"({len(t.get('approvals', ()))} of {t.get('need', 1)}: {approvals})"
             )
+    if tl.stopped is not None:
+        lines.append(
+            f"orphaned: no process drives it; its last drive stopped short of an end: "
+            f"{tl.stopped.get('message')}. To continue: {tl.stopped.get('remedy')}."
+        )
     if not lines and tl.status == "running":
         lines.append("running: not finished. If no process is driving it (it crashed), resume it.")
-    if not lines and tl.status == "cancelled" and not any(e.kind == R.END for e in tl.events):
+    if tl.status == "cancelled" and not any(e.kind == R.END for e in tl.events):
         lines.append("cancelled: the next drive stops it without a new turn or call.")
-    return lines
+    return [*(f"WARNING: {anomaly}" for anomaly in tl.anomalies), *lines]
 
 
 def _offset(ms: int) -> str:
@@ -405,6 +559,31 @@ def _offset(ms: int) -> str:
         return f"+{minutes}m{seconds:02d}s"
     hours, minutes = divmod(minutes, 60)
     return f"+{hours}h{minutes:02d}m"
+
+
+def uncounted(state: RunState, call: CallState) -> dict[int, str]:
+    """Why each decision on ``call`` that did not count was left out, by its record's seq.
+
+    Judged as the gate judges them (``approval.judge``), in journal order, under the policy the
+    turn recorded for the call.
+    """
+    records = sorted(call.decisions, key=lambda r: r.seq)
+    policy_json = call.plan.get("approval")
+    if not isinstance(policy_json, Mapping):
+        return {r.seq: "the call has no approval gate" for r in records}
+    try:
+        policy = ApprovalPolicy.from_json(policy_json)
+    except ConfigError:
+        return {r.seq: "the gate's recorded policy cannot be read" for r in records}
+    _, reasons = judge(
+        policy,
+        call.decisions_made(),
+        run_id=state.run_id,
+        call_id=call.call.id,
+        tool=call.call.name,
+        arguments=call.call.arguments,
+    )
+    return {r.seq: why for r, why in zip(records, reasons, strict=True) if why is not None}
 
 
 def _tally(state: RunState, call: CallState) -> Mapping[str, Any] | None:

@@ -4,18 +4,41 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.cli.base import Command, Invocation
+from runtime.cli.base import EXIT_HALTED, EXIT_USAGE, Command, Failure, Invocation
+from runtime.errors import ConfigError, FormatError, ProtocolError
 from runtime.journal import Journal, RunRow
+from runtime.records import Record
 from runtime.result import RunStatus
-from runtime.timeline import Stop, halted_on, printable, render, timeline, waiting_on
+from runtime.state import RunState
+from runtime.timeline import (
+    NEVER_STARTED,
+    UNREADABLE,
+    Stop,
+    Unreadable,
+    halted_on,
+    printable,
+    read,
+    render,
+    status_of,
+    stopped_on,
+    timeline,
+    waiting_on,
+)
 
 __all__ = ["COMMANDS"]
 
-_LIVE = ("running", "waiting", "halted")
-"""Statuses the index may hold stale (a killed driver writes nothing): these are re-derived."""
+ORPHANED = "orphaned"
+"""The status of a run whose last drive journaled a stop short of an end (``RunState.status``)."""
+
+_ENDED = ("completed", "failed")
+"""Index statuses written with the end record, never overwritten: the index can be trusted."""
+_OPEN = ("running", "waiting", "halted", "cancelled", ORPHANED)
+"""Index statuses that may be stale (a killed driver writes nothing; a driver that halts after a
+cancel request rewrites it): runs listed under these are re-derived from their records."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +53,10 @@ class Row:
     updated_ms: int
     halted: tuple[Stop, ...] = ()
     waiting: tuple[Stop, ...] = ()
+    unreadable: str | None = None
+    """Why the run cannot be read (naming the record), if it cannot."""
+    stopped: Mapping[str, Any] | None = None
+    """For an orphaned run: why its last drive stopped short of an end."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -41,45 +68,95 @@ class Row:
             "updated_ms": self.updated_ms,
             "halted": [s.to_json() for s in self.halted],
             "waiting": [s.to_json() for s in self.waiting],
+            "unreadable": self.unreadable,
+            "stopped": dict(self.stopped) if self.stopped is not None else None,
         }
 
 
+async def _records(journal: Journal, run_id: str) -> list[Record] | Unreadable | None:
+    """The run's records; ``None`` if there is no such run; ``Unreadable`` if one of them cannot
+    be decoded (or the run is written in a format this bide does not know)."""
+    try:
+        if not await journal.store.check_run(run_id):
+            return None
+        return await journal.store.load(run_id)
+    except (ProtocolError, FormatError) as exc:
+        return Unreadable(run_id, str(exc))
+
+
+_Facts = tuple[str, int, tuple[Stop, ...], tuple[Stop, ...], Mapping[str, Any] | None]
+
+
+def _facts(state: RunState) -> _Facts:
+    stopped = stopped_on(state)
+    return status_of(state), len(state.turns), halted_on(state), waiting_on(state), stopped
+
+
 async def _row(journal: Journal, r: RunRow) -> Row:
-    row = Row(r.run_id, r.status, r.agent, r.turns, r.created_ms, r.updated_ms)
-    if r.status not in _LIVE:
-        return row  # an end marker or a cancel request wrote this status with its record
-    state = await journal.state(r.run_id)
-    if state is None:
-        return row
+    # Every run is read, ended ones too: a cancelled run may keep a call that may have acted.
+    records = await _records(journal, r.run_id)
+    facts = read(r.run_id, records, _facts) if isinstance(records, list) else records
+    if facts is None:
+        return Row(r.run_id, r.status, r.agent, r.turns, r.created_ms, r.updated_ms)
+    if isinstance(facts, Unreadable):
+        return Row(
+            r.run_id,
+            UNREADABLE,
+            r.agent,
+            r.turns,
+            r.created_ms,
+            r.updated_ms,
+            unreadable=facts.reason,
+        )
+    status, turns, halted, waiting, stopped = facts
     return Row(
         r.run_id,
-        state.status(),
+        status,
         r.agent,
-        len(state.turns),
+        turns,
         r.created_ms,
         r.updated_ms,
-        halted_on(state),
-        waiting_on(state),
+        halted,
+        waiting,
+        stopped=stopped,
     )
 
 
+def _keeps(row: Row, *, status: str | None, unresolved: bool) -> bool:
+    if row.unreadable is not None:
+        return True  # its status is unknown: it may be the run the filter looks for
+    if status is not None and row.status != status:
+        return False
+    return not unresolved or bool(row.halted)
+
+
 async def _rows(
-    journal: Journal, *, status: str | None, prefix: str | None, limit: int
+    journal: Journal, *, status: str | None, unresolved: bool, prefix: str | None, limit: int
 ) -> list[Row]:
-    if status not in _LIVE:
-        page = await journal.list_runs(status=status, prefix=prefix, limit=limit)
+    if status is None and not unresolved:
+        page = await journal.list_runs(prefix=prefix, limit=limit)
         return [await _row(journal, r) for r in page.runs]
-    # A run the index calls "running" may really be halted (its driver was killed mid-call):
-    # look through every live index status, keep the runs whose records say `status`.
+    # A run the index calls "running" may really be halted (its driver was killed mid-call), an
+    # ended run may keep an unresolved call: read the runs the index cannot rule out, keep the
+    # ones whose records match.
+    listed: tuple[str | None, ...]
+    if status in _ENDED:
+        listed = (status,)
+    elif unresolved or status == UNREADABLE:
+        listed = (None,)
+    else:
+        listed = _OPEN
     found: list[Row] = []
-    for listed in _LIVE:
+    for index_status in listed:
         matches: list[Row] = []
         cursor: str | None = None
         while len(matches) < limit:
-            page = await journal.list_runs(status=listed, prefix=prefix, limit=limit, before=cursor)
+            page = await journal.list_runs(
+                status=index_status, prefix=prefix, limit=limit, before=cursor
+            )
             for r in page.runs:
                 row = await _row(journal, r)
-                if row.status == status:
+                if _keeps(row, status=status, unresolved=unresolved):
                     matches.append(row)
             cursor = page.next_cursor
             if cursor is None:
@@ -91,7 +168,21 @@ async def _rows(
 
 def _list_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--status", choices=[s.value for s in RunStatus], help="only runs in this status"
+        "--status",
+        choices=[*(s.value for s in RunStatus), ORPHANED, NEVER_STARTED, UNREADABLE],
+        help="only runs in this status (a run that cannot be read is kept under every status)",
+    )
+    parser.add_argument(
+        "--unresolved",
+        action="store_true",
+        help="only runs with a side effect attempted and no recorded result (it may have "
+        "acted), whatever their status; reads every run",
+    )
+    parser.add_argument(
+        "--fail-if-any",
+        action="store_true",
+        help=f"exit {EXIT_HALTED} if any run is listed (for alerting: "
+        "`list --unresolved --fail-if-any`)",
     )
     parser.add_argument("--prefix", metavar="TEXT", help="only runs whose id starts with TEXT")
     parser.add_argument(
@@ -113,17 +204,28 @@ def _positive(text: str) -> int:
 async def _list(inv: Invocation) -> int:
     args = inv.args
     async with inv.journal(migrate=False) as journal:
-        rows = await _rows(journal, status=args.status, prefix=args.prefix, limit=args.limit)
+        rows = await _rows(
+            journal,
+            status=args.status,
+            unresolved=args.unresolved,
+            prefix=args.prefix,
+            limit=args.limit,
+        )
+    code = EXIT_HALTED if args.fail_if_any and rows else 0
     if args.json:
         inv.out_json({"runs": [row.to_json() for row in rows]})
-        return 0
+        return code
     table = [("RUN ID", "STATUS", "AGENT", "TURNS", "UPDATED", "STOPPED ON")]
     for row in rows:
         stops = ", ".join(s.brief() for s in (*row.halted, *row.waiting))
+        if row.stopped is not None:
+            stops = ", ".join(filter(None, (stops, f"stopped: {row.stopped.get('reason')}")))
+        if row.unreadable is not None:
+            stops = row.unreadable
         table.append(
             (
                 printable(row.run_id),
-                row.status,
+                printable(row.status),
                 printable(row.agent or ""),
                 str(row.turns),
                 time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row.updated_ms / 1000)),
@@ -135,7 +237,7 @@ async def _list(inv: Invocation) -> int:
         inv.out("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
     if not rows:
         inv.out("(no runs)")
-    return 0
+    return code
 
 
 def _show_arguments(parser: argparse.ArgumentParser) -> None:
@@ -146,8 +248,14 @@ def _show_arguments(parser: argparse.ArgumentParser) -> None:
 async def _show(inv: Invocation) -> int:
     run_id = inv.args.run_id
     async with inv.journal(migrate=False) as journal:
-        state = await journal.require(run_id)
-    told = timeline(state)
+        records = await _records(journal, run_id)
+        if records is None:
+            raise ConfigError(f"no run {run_id!r} in {journal.path}", run_id=run_id)
+    told = read(run_id, records, timeline) if isinstance(records, list) else records
+    if isinstance(told, Unreadable):
+        # From the journal's own error type, so `--json` names it (the record broke its format).
+        message = printable(f"{told.reason}; the journal is damaged there")
+        raise Failure(message, EXIT_USAGE) from ProtocolError(message, run_id=run_id)
     if inv.args.json:
         inv.out_json(told.to_json())
         return 0
@@ -158,7 +266,12 @@ async def _show(inv: Invocation) -> int:
         inv.out(
             printable(f"  resolve it: {resolve} --succeeded JSON | --failed TEXT | --not-executed")
         )
-    if told.status == "running" or (told.status == "cancelled" and state.end is None):
+    ended = any(e.kind == "end" for e in told.events)
+    started = any(e.kind == "start" for e in told.events)
+    if not started and not ended:
+        again = inv.command("run", "--run-id", run_id, "--agent", "SPEC", "INPUT")
+        inv.out(printable(f"  start it again: {again}"))
+    elif told.status in ("running", ORPHANED) or (told.status == "cancelled" and not ended):
         inv.out(printable(f"  resume it: {inv.command('resume', run_id)}"))
     return 0
 
@@ -169,10 +282,16 @@ COMMANDS = (
         summary="list runs, newest first, with their status and what they stopped on",
         description=(
             "List the journal's runs, newest first: id, status, agent, turns, last update, and\n"
-            "the calls a waiting or halted run stopped on. Statuses are derived from the records\n"
-            "(a run whose process was killed mid-call shows as halted, not running)."
+            "what each stopped on: a call that may have acted (whatever the run's status: a\n"
+            "cancelled run keeps it until it is resolved), an approval or a question. Statuses\n"
+            "are derived from the records (a run whose process was killed mid-call shows as\n"
+            "halted, not running); a run one of whose records cannot be read shows as\n"
+            "unreadable and the listing goes on. With --fail-if-any, exit 4 if any run is listed."
         ),
-        example="  {prog} list\n  {prog} list --status halted --limit 10 --json",
+        example=(
+            "  {prog} list\n  {prog} list --status halted --limit 10 --json\n"
+            "  {prog} list --unresolved --fail-if-any   # for cron: exit 4 if a call may have acted"
+        ),
         arguments=_list_arguments,
         handler=_list,
     ),
@@ -182,7 +301,8 @@ COMMANDS = (
         description=(
             "Print RUN_ID's timeline from its journal, record by record: model turns, each tool\n"
             "call with the Safety it runs under, attempt markers, results, halts, resolutions\n"
-            "(who, with what evidence), cancel and end; then where the run stands."
+            "(who, with what evidence), cancel and end; then where the run stands. A run with a\n"
+            "record that cannot be read: one line naming the record, exit 2."
         ),
         example="  {prog} show inv-7\n  {prog} show inv-7 --json",
         arguments=_show_arguments,

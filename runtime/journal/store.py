@@ -189,18 +189,20 @@ def encode(payload: Any) -> str:
     raise StorageError(f"a journal payload must be JSON that can be stored: {problem}")
 
 
-def decode(codec: str, text: str, *, run_id: str, key: str) -> Any:
+def decode(codec: str, text: str, *, run_id: str, key: str, seq: int | None = None) -> Any:
+    # Key and seq name the record, so an operator can find the damaged one in the file.
+    where = f" (seq {seq})" if seq is not None else ""
     if codec != CODEC:
         raise FormatError(
-            f"record {key!r} of run {run_id!r} was written with codec {codec!r}; this bide reads "
-            f"{CODEC!r} only",
+            f"record {key!r} of run {run_id!r} was written with codec {codec!r}{where}; this "
+            f"bide reads {CODEC!r} only",
             run_id=run_id,
         )
     try:
         return json.loads(text)
-    except (ValueError, RecursionError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:  # TypeError: a number or blob
         raise ProtocolError(
-            f"record {key!r} of run {run_id!r} is not valid JSON: {exc}", run_id=run_id
+            f"record {key!r} of run {run_id!r} is not valid JSON{where}: {exc}", run_id=run_id
         ) from exc
 
 
@@ -400,9 +402,8 @@ class SQLiteStore:
         if run_id not in self._verified and key != "header":
             await self.check_run(run_id)
         seq, kind, codec, text, created_ms = row
-        return Record(
-            seq, run_id, key, kind, decode(codec, text, run_id=run_id, key=key), created_ms, codec
-        )
+        value = decode(codec, text, run_id=run_id, key=key, seq=seq)
+        return Record(seq, run_id, key, kind, value, created_ms, codec)
 
     async def check_run(self, run_id: str) -> bool:
         """True if the run exists; ``FormatError`` if it is written in an unknown format."""
@@ -482,7 +483,9 @@ def _load(conn: sqlite3.Connection, run_id: str, after: int) -> list[Record]:
     # Decoded in the reader's thread, straight from the cursor: one pass, no row objects.
     rows = conn.execute(_LOAD.sql, _LOAD.params(run_id=run_id, after=after))
     return [
-        Record(seq, run_id, key, kind, decode(codec, text, run_id=run_id, key=key), ms, codec)
+        Record(
+            seq, run_id, key, kind, decode(codec, text, run_id=run_id, key=key, seq=seq), ms, codec
+        )
         for seq, key, kind, codec, text, ms in rows
     ]
 

@@ -46,15 +46,19 @@ async def decided_run(journal: Journal, run_id: str) -> None:
     await waiting_run(journal, run_id, on="approval")
     store = journal.store
     decision = {"approver": "alice", "approve": True, "signature": None}
+    digest = single_approval().digest  # the policy waiting_run's turn recorded for c1
     await store.append(
         run_id,
         "decision/c1/0a1b",
         R.DECISION,
-        {"call_id": "c1", "decision": decision, "policy": "d1"},
+        {"call_id": "c1", "decision": decision, "policy": digest},
     )
     tally = {"outcome": "approved", "need": 1, "approvals": ["alice"], "denials": [], "ignored": 0}
     await store.append(
-        run_id, "tally/c1/d1", R.TALLY, {"call_id": "c1", "policy": "d1", "tally": tally}
+        run_id,
+        R.tally_key("c1", digest),
+        R.TALLY,
+        {"call_id": "c1", "policy": digest, "tally": tally},
     )
     await store.append(
         run_id,

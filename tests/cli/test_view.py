@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from runtime import Journal
-from tests.cli import agents
+from runtime.timeline import printable
+from tests.cli import agents, view_agents
 from tests.cli.invoke import Cli, child
 from tests.cli.journals import waiting_run
 
@@ -22,7 +23,18 @@ STATUSES = {
     "halted-run": "halted",
     "running-run": "running",
 }
-ROW_KEYS = {"run_id", "status", "agent", "turns", "created_ms", "updated_ms", "halted", "waiting"}
+ROW_KEYS = {
+    "run_id",
+    "status",
+    "agent",
+    "turns",
+    "created_ms",
+    "updated_ms",
+    "halted",
+    "waiting",
+    "unreadable",
+    "stopped",
+}
 SHOW_KEYS = {
     "run_id",
     "status",
@@ -37,6 +49,8 @@ SHOW_KEYS = {
     "halted",
     "waiting",
     "events",
+    "stopped",
+    "anomalies",
 }
 
 
@@ -209,3 +223,42 @@ def test_nothing_a_model_or_caller_names_reaches_the_terminal_raw(cli: Cli, db_p
     for text in (ran.err, shown.out, listed.out):
         assert not {"\x1b", "\x07", "\x9b"} & set(text), text
     assert "c1\\u001b[2J" in shown.out or "c1\\x1b[2J" in shown.out
+
+
+def test_bidirectional_controls_are_escaped_in_show_list_and_log_lines(
+    cli: Cli, db_path: Path
+) -> None:
+    """A run id, call id, tool name, agent name or answer with U+202E and its kin reorders what a
+    terminal shows: show, list and the console progress lines print them escaped."""
+    db = str(db_path)
+    run_id = f"r{view_agents.BIDI}"
+    ran = child(
+        "--log-format", "console", "run", "--db", db, "--agent", "tests.cli.view_agents:bidi",
+        "--run-id", run_id, "go",
+    )  # fmt: skip
+    assert ran.code == 0, ran.err
+    shown, listed = cli("show", "--db", db, run_id), cli("list", "--db", db)
+    for text in (ran.err, shown.out, listed.out):
+        assert not set(view_agents.BIDI) & set(text), ascii(text)
+    assert "c1\\u202e\\u2066" in shown.out
+    assert f"r{printable(view_agents.BIDI)}" in listed.out
+    assert "\\u202e" in ran.err
+
+
+def test_show_says_beside_a_decision_that_did_not_count_why(cli: Cli, db_path: Path) -> None:
+    """bob denies, then alice approves the single-approval gate: show must not read as if her
+    approval opened it."""
+    db = str(db_path)
+    ran = cli("run", "--db", db, "--run-id", "r", "--agent", "tests.cli.agents:gated", "go")
+    assert ran.code == 3, ran.err
+    assert cli("approve", "--db", db, "r", "c1", "--deny", "--by", "bob").code == 0
+    assert cli("approve", "--db", db, "r", "c1", "--by", "alice").code == 0
+    shown = cli("show", "--db", db, "r")
+    lines = shown.out.splitlines()
+    decisions = [line.split(" decision ", 1)[1].strip() for line in lines if " decision " in line]
+    assert decisions == [
+        "c1 wire denied by bob",
+        "c1 wire approved by alice, not counted: the gate was already decided: denied by bob",
+    ]
+    events = cli("show", "--db", db, "r", "--json").json()["events"]
+    assert [e["summary"] for e in events if e["kind"] == "decision"] == decisions
