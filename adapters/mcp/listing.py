@@ -181,7 +181,9 @@ def _annotated_safety(tool: types.Tool, trusted: bool) -> Safety:
         return Safety.SIDE_EFFECT
     if hints.read_only_hint is True:
         return Safety.READ_ONLY
-    if hints.idempotent_hint is True and hints.destructive_hint is not True:
+    # destructiveHint does not weaken idempotentHint: a repeat with the same arguments has no
+    # additional effect (deleting a file twice is one deletion), which is all a retry needs.
+    if hints.idempotent_hint is True:
         return Safety.IDEMPOTENT
     return Safety.SIDE_EFFECT
 
