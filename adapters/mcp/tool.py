@@ -13,7 +13,7 @@ from referencing.exceptions import Unresolvable
 
 from adapters.mcp.session import Session
 from runtime.errors import ToolArgumentsError, ToolError
-from runtime.tools import Safety, ToolContext, ToolSpec
+from runtime.tools import ToolContext, ToolSpec
 
 __all__ = [
     "DEFAULT_MAX_RESULT_BYTES",
@@ -30,7 +30,7 @@ is more than most models' whole context window, so a larger one cannot be used a
 """
 
 IDEMPOTENCY_KEY_META: Final = "dev.bide/idempotency-key"
-"""The ``_meta`` key under which an IDEMPOTENT call carries its idempotency key."""
+"""The ``_meta`` key under which every call made with a ``ToolContext`` carries its key."""
 
 _MAX_ARGUMENT_ERROR: Final = 300
 
@@ -89,9 +89,9 @@ class MCPTool:
         ids = {"run_id": context.run_id, "call_id": context.call_id} if context else {}
         name = self._spec.name
         checked = self._check_arguments(arguments, ids)
-        meta = None
-        if context is not None and Safety.IDEMPOTENT in (self._spec.safety, context.safety):
-            meta = {IDEMPOTENCY_KEY_META: context.idempotency_key}
+        # Every call carries its key, side effects most of all: a server may deduplicate by it,
+        # and a reconciler may look a halted call up by it.
+        meta = {IDEMPOTENCY_KEY_META: context.idempotency_key} if context is not None else None
         # Only a call the agent may run again from the start can pause on a question: a side
         # effect's elicitation is answered live, never by pausing (that could repeat the effect).
         durable = self._durable and context is not None and context.safety.retry_safe
