@@ -60,6 +60,10 @@ class MCPTool:
 
     __slots__ = ("_durable", "_max_result_bytes", "_session", "_spec", "_validator")
 
+    enforces_timeout: Final = True
+    """The call applies ``spec.timeout`` itself and keeps an answer in hand at the deadline, so
+    an agent runs it without a deadline of its own."""
+
     def __init__(
         self,
         session: Session,

@@ -7,6 +7,7 @@ hand so that it can misbehave on purpose.
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -213,3 +214,49 @@ class Scripted:
 
 def text(value: str) -> types.TextContent:
     return types.TextContent(type="text", text=value)
+
+
+@asynccontextmanager
+async def stalls_after_answering(
+    server: Server[Any] | MCPServer, seconds: float
+) -> AsyncIterator[Any]:
+    """Serve ``server`` in process; after handing the client a tools/call answer, block the
+    event loop for ``seconds``, so the answer is in hand when the caller's deadline passes.
+
+    That is a result arriving at the deadline, made deterministic: nothing runs in between.
+    """
+    async with InMemoryTransport(server) as (from_server, to_server):
+        to_client, client_reads = anyio.create_memory_object_stream[SessionMessage | Exception](32)
+        calls: set[Any] = set()
+
+        class Writes:
+            async def send(self, item: SessionMessage) -> None:
+                message = item.message
+                if isinstance(message, types.JSONRPCRequest) and message.method == "tools/call":
+                    calls.add(message.id)
+                await to_server.send(item)
+
+            async def aclose(self) -> None:
+                await to_server.aclose()
+
+            async def __aenter__(self) -> Writes:
+                return self
+
+            async def __aexit__(self, *exc: object) -> None:
+                await self.aclose()
+
+        async def inbound() -> None:
+            async with to_client:
+                async for item in from_server:
+                    await to_client.send(item)
+                    message = getattr(item, "message", None)
+                    if isinstance(message, types.JSONRPCResponse) and message.id in calls:
+                        time.sleep(seconds)  # noqa: ASYNC251 (blocks the loop on purpose)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(inbound)
+            try:
+                async with client_reads:
+                    yield client_reads, Writes()
+            finally:
+                tg.cancel_scope.cancel()
