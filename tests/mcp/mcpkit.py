@@ -6,7 +6,10 @@ hand so that it can misbehave on purpose.
 
 from __future__ import annotations
 
+import http.server
+import json
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -260,3 +263,86 @@ async def stalls_after_answering(
                     yield client_reads, Writes()
             finally:
                 tg.cancel_scope.cancel()
+
+
+class RawHTTPServer:
+    """A handshake-era MCP server over HTTP on 127.0.0.1, written by hand to fail as HTTP fails.
+
+    ``on_call`` says what a ``tools/call`` gets after it is counted in ``calls``: ``"http500"``
+    (status 500, a plain-text body: no JSON-RPC in it), or ``("error", status, code, message)``
+    (a JSON-RPC error reply in a JSON body, at that HTTP status).
+    """
+
+    def __init__(self, on_call: str | tuple[str, int, int, str] = "http500") -> None:
+        self.on_call = on_call
+        self.calls = 0
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                self._send(405, b"", "text/plain")
+
+            def do_DELETE(self) -> None:
+                self._send(200, b"", "text/plain")
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                if "id" not in body:
+                    self._send(202, b"", "text/plain")
+                    return
+                status, reply = outer._answer(body)
+                if isinstance(reply, bytes):
+                    self._send(status, reply, "text/plain")
+                else:
+                    self._send(status, json.dumps(reply).encode(), "application/json")
+
+            def _send(self, status: int, body: bytes, kind: str) -> None:
+                self.send_response(status)
+                self.send_header("content-type", kind)
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/mcp"
+
+    def _answer(self, request: dict[str, Any]) -> tuple[int, dict[str, Any] | bytes]:
+        def result(value: dict[str, Any]) -> dict[str, Any]:
+            return {"jsonrpc": "2.0", "id": request["id"], "result": value}
+
+        def error(code: int, message: str) -> dict[str, Any]:
+            return {
+                "jsonrpc": "2.0",
+                "id": request["id"],
+                "error": {"code": code, "message": message},
+            }
+
+        match request["method"]:
+            case "initialize":
+                return 200, result(
+                    {
+                        "protocolVersion": "2025-11-25",
+                        "capabilities": {"tools": {}},
+                        "serverInfo": {"name": "raw-http", "version": "0"},
+                    }
+                )
+            case "tools/list":
+                return 200, result({"tools": [{"name": "act", "inputSchema": OBJECT}]})
+            case "tools/call":
+                self.calls += 1
+                if self.on_call == "http500":
+                    return 500, b"upstream failed"
+                _, status, code, message = self.on_call
+                return int(status), error(int(code), str(message))
+        return 200, error(-32601, "Method not found")
+
+    def __enter__(self) -> RawHTTPServer:
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
