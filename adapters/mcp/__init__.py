@@ -7,14 +7,22 @@ from adapters.mcp.elicitation import (
     ElicitationResolver,
     decline_elicitation,
 )
-from adapters.mcp.listing import DEFAULT_MAX_DESCRIPTION_BYTES, MAX_LIST_PAGES, tools
+from adapters.mcp.listing import (
+    DEFAULT_CALL_TIMEOUT,
+    DEFAULT_LIST_TIMEOUT,
+    DEFAULT_MAX_DESCRIPTION_BYTES,
+    MAX_LIST_PAGES,
+    tools,
+)
 from adapters.mcp.session import MAX_INPUT_ROUNDS, Session, ToolListChangedCallback
 from adapters.mcp.stdio import DEFAULT_MAX_LINE_BYTES
 from adapters.mcp.tool import DEFAULT_MAX_RESULT_BYTES, IDEMPOTENCY_KEY_META, ResultTooLargeError
 
 # Sorted plainly (sorted()), as the project's public-API test checks, not isort-style.
 __all__ = [  # noqa: RUF022
+    "DEFAULT_CALL_TIMEOUT",
     "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_LIST_TIMEOUT",
     "DEFAULT_MAX_DESCRIPTION_BYTES",
     "DEFAULT_MAX_LINE_BYTES",
     "DEFAULT_MAX_RESULT_BYTES",

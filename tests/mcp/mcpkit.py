@@ -91,7 +91,8 @@ class RawServer:
     ``on_call`` says what a ``tools/call`` gets after it is counted in ``calls``: ``"ok"``,
     ``"hangup"`` (the server closes the connection), ``"silent"`` (no answer, ever),
     ``"garbage"`` (an answer that is not a tool result), or ``("error", code)`` (a JSON-RPC
-    error reply). ``tools`` is the raw ``tools/list`` answer, sent as is.
+    error reply). ``tools`` is the raw ``tools/list`` answer, sent as is; with ``on_list`` set
+    to ``"silent"`` tools/list is never answered.
     """
 
     def __init__(
@@ -100,9 +101,11 @@ class RawServer:
         tools: list[dict[str, Any]] | None = None,
         on_call: str | tuple[str, int] = "ok",
         result: dict[str, Any] | None = None,
+        on_list: str = "ok",
     ) -> None:
         self.tools = tools if tools is not None else [{"name": "act", "inputSchema": OBJECT}]
         self.on_call = on_call
+        self.on_list = on_list
         self.result = result or {"content": [{"type": "text", "text": "done"}]}
         self.calls = 0
         self.requests: list[types.JSONRPCRequest] = []
@@ -157,6 +160,8 @@ class RawServer:
                 },
             )
         if request.method == "tools/list":
+            if self.on_list == "silent":
+                return None
             return _result(request.id, {"tools": self.tools})
         if request.method != "tools/call":
             return _error(request.id, -32601, "Method not found")
