@@ -96,14 +96,15 @@ async def connect(
         message_handler=session._on_message,
     )
     stack = AsyncExitStack()
+    bound = asyncio.timeout(seconds)
     try:
-        async with asyncio.timeout(seconds):
+        async with bound:
             await stack.enter_async_context(client)
         task_group = await stack.enter_async_context(anyio.create_task_group())
     except BaseException as exc:
         session._mark_closed()
         await stack.aclose()
-        if isinstance(exc, TimeoutError):
+        if bound.expired():
             raise ProtocolError(
                 f"MCP server {called!r} did not finish the handshake within {seconds:g} s"
             ) from None
@@ -143,8 +144,12 @@ def _describe(target: object) -> str:
     if isinstance(target, StdioServerParameters):
         return server_name(target)
     if isinstance(target, str):
-        parts = urlsplit(target)
-        return f"{parts.hostname or '?'}{f':{parts.port}' if parts.port else ''}{parts.path}"
+        try:
+            parts = urlsplit(target)
+            port = f":{parts.port}" if parts.port else ""
+        except ValueError:
+            return "?"
+        return f"{parts.hostname or '?'}{port}{parts.path}"
     if isinstance(target, Server | MCPServer):
         return str(getattr(target, "name", "in-process server"))
     return type(target).__name__

@@ -53,9 +53,12 @@ class _Witness(httpx2.AsyncBaseTransport):
         response = await self._inner.handle_async_request(request)
         kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
         encoded = response.headers.get("content-encoding", "identity").lower() != "identity"
-        if encoded or kind not in ("application/json", "text/event-stream"):
-            return response
-        assert isinstance(response.stream, httpx2.AsyncByteStream)
+        if (
+            encoded
+            or kind not in ("application/json", "text/event-stream")
+            or not isinstance(response.stream, httpx2.AsyncByteStream)
+        ):
+            return response  # not witnessed: its errors count as possibly made up
         stream = _WitnessedStream(response.stream, kind == "text/event-stream", self._seen)
         return httpx2.Response(
             status_code=response.status_code,
@@ -86,7 +89,10 @@ class _WitnessedStream(httpx2.AsyncByteStream):
             # Witnessed before it is passed on, so the report precedes the SDK's delivery.
             self._take(chunk)
             yield chunk
-        if not self._sse and not self._given_up:
+        if self._sse:
+            if self._buffer.endswith(b"\r"):  # a CR held back as a possible half of a CRLF
+                self._take_line(bytes(self._buffer[:-1]))
+        elif not self._given_up:
             self._report(bytes(self._buffer))
 
     async def aclose(self) -> None:

@@ -7,15 +7,17 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import mcp.types as types
 import pytest
 from mcpkit import STDIO_SERVER, RawHTTPServer, stdio_params
 
 from adapters.mcp import connect, tools
+from adapters.mcp.http import _WitnessedStream
 from runtime import ToolContext, ToolError, ToolOutcomeUnknown
 
 # The codes the SDK also makes up for a lost answer, each with the SDK's own wording where it
@@ -130,3 +132,42 @@ async def test_a_json_rpc_error_in_an_http_body_is_the_servers_whatever_the_stat
                 await act.call({}, side_effect())
     assert type(caught.value) is ToolError
     assert raw.calls == 1
+
+
+class Chunks(httpx2.AsyncByteStream):
+    def __init__(self, *chunks: bytes) -> None:
+        self.chunks = chunks
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self.chunks:
+            yield chunk
+
+
+async def witnessed(sse: bool, *chunks: bytes) -> list[tuple[Any, int, str]]:
+    seen: list[tuple[Any, int, str]] = []
+    stream = _WitnessedStream(Chunks(*chunks), sse, lambda *error: seen.append(error))
+    passed = b"".join([chunk async for chunk in stream])
+    assert passed == b"".join(chunks)  # the body reaches the SDK unchanged
+    return seen
+
+
+ERROR_EVENT = b'{"jsonrpc":"2.0","id":7,"error":{"code":-32603,"message":"no funds"}}'
+
+
+@pytest.mark.parametrize("end", [b"\n", b"\r\n", b"\r"], ids=["lf", "crlf", "cr"])
+async def test_the_witness_finds_an_error_reply_in_an_event_stream_split_anywhere(
+    end: bytes,
+) -> None:
+    body = b"event: message" + end + b"data: " + ERROR_EVENT + end + end
+    for cut in range(1, len(body)):
+        assert await witnessed(True, body[:cut], body[cut:]) == [(7, -32603, "no funds")]
+
+
+async def test_the_witness_reports_results_and_unfinished_events_as_nothing() -> None:
+    result = b'data: {"jsonrpc":"2.0","id":7,"result":{"content":[]}}\n\n'
+    assert await witnessed(True, result, b"data: " + ERROR_EVENT) == []
+
+
+async def test_the_witness_finds_an_error_reply_in_a_json_body() -> None:
+    assert await witnessed(False, ERROR_EVENT[:10], ERROR_EVENT[10:]) == [(7, -32603, "no funds")]
+    assert await witnessed(False, b"upstream failed") == []
