@@ -36,6 +36,11 @@ def stdio_params(*args: str, env: dict[str, str] | None = None) -> StdioServerPa
     return StdioServerParameters(command=sys.executable, args=[str(STDIO_SERVER), *args], env=env)
 
 
+def hostile_params(*args: str, env: dict[str, str] | None = None) -> StdioServerParameters:
+    """Run ``mcp_stdio_server.py`` with its misbehaving tools listed too."""
+    return stdio_params(*args, env={"BIDE_TEST_HOSTILE": "1", **(env or {})})
+
+
 def _error(request_id: Any, code: int, message: str) -> SessionMessage:
     return SessionMessage(
         types.JSONRPCError(

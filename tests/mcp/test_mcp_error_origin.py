@@ -3,6 +3,7 @@ transport is an unknown outcome. Told apart by where the error came from, never 
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from typing import Any
 import httpx2
 import mcp.types as types
 import pytest
-from mcpkit import STDIO_SERVER, RawHTTPServer, stdio_params
+from mcpkit import STDIO_SERVER, RawHTTPServer, hostile_params
 
 from adapters.mcp import connect, tools
 from adapters.mcp.http import _WitnessedStream
@@ -63,13 +64,13 @@ async def test_an_error_a_stdio_server_sent_is_a_definite_failure_whatever_its_c
     tmp_path: Path,
 ) -> None:
     runs = tmp_path / "runs"
-    assert_definite(await refused(stdio_params(env={"BIDE_TEST_RUNS": str(runs)})))
+    assert_definite(await refused(hostile_params(env={"BIDE_TEST_RUNS": str(runs)})))
     assert runs.read_text().splitlines() == ["refuse"] * len(SERVER_SENT) + ["echo"]
 
 
 async def test_a_stdio_connection_the_client_saw_close_mid_call_is_unknown(tmp_path: Path) -> None:
     """The SDK reports it as -32000 "Connection closed", as a server may too: origin decides."""
-    async with connect(stdio_params(env={"BIDE_TEST_RUNS": str(tmp_path / "runs")})) as session:
+    async with connect(hostile_params(env={"BIDE_TEST_RUNS": str(tmp_path / "runs")})) as session:
         by_name = {t.spec.name: t for t in await tools(session)}
         with pytest.raises(ToolOutcomeUnknown, match="-32000"):
             await by_name["die"].call({}, side_effect())
@@ -89,6 +90,7 @@ def http_server() -> Iterator[str]:
         [sys.executable, str(STDIO_SERVER), "http", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        env={**os.environ, "BIDE_TEST_HOSTILE": "1"},
     )
     try:
         for _ in range(400):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from mcpkit import stdio_params
+from mcpkit import hostile_params
 
 from adapters.mcp import DEFAULT_MAX_LINE_BYTES, connect, tools
 from adapters.mcp.stdio import escape_for_terminal
@@ -26,7 +26,7 @@ def side_effect(call_id: str = "call-1") -> ToolContext:
 
 
 async def test_bytes_that_are_not_utf8_at_startup_fail_connect_naming_the_server() -> None:
-    params = stdio_params(env={"BIDE_TEST_GARBLE_AT_START": "1"})
+    params = hostile_params(env={"BIDE_TEST_GARBLE_AT_START": "1"})
     with anyio.fail_after(20):
         with pytest.raises(ProtocolError, match=r"'garbler'.*not UTF-8") as caught:
             async with connect(params, name="garbler"):
@@ -39,7 +39,7 @@ async def test_bytes_that_are_not_utf8_mid_call_close_the_session_and_fail_calls
 ) -> None:
     runs = tmp_path / "runs"
     with anyio.fail_after(20):
-        async with connect(stdio_params(env={"BIDE_TEST_RUNS": str(runs)})) as session:
+        async with connect(hostile_params(env={"BIDE_TEST_RUNS": str(runs)})) as session:
             by_name = {t.spec.name: t for t in await tools(session, call_timeout=None)}
             # The pending side effect may have run: an unknown outcome, without waiting.
             with pytest.raises(ToolOutcomeUnknown):
@@ -55,7 +55,7 @@ async def test_bytes_that_are_not_utf8_mid_call_close_the_session_and_fail_calls
 
 async def test_an_endless_line_on_stdout_fails_the_session_at_the_line_limit() -> None:
     with anyio.fail_after(30):
-        async with connect(stdio_params(), max_line_bytes=1 << 20) as session:
+        async with connect(hostile_params(), max_line_bytes=1 << 20) as session:
             by_name = {t.spec.name: t for t in await tools(session, call_timeout=None)}
             with pytest.raises(ToolOutcomeUnknown):
                 await by_name["flood"].call({}, side_effect())
@@ -66,7 +66,7 @@ async def test_an_endless_line_on_stdout_fails_the_session_at_the_line_limit() -
 
 async def test_lines_under_the_limit_are_read() -> None:
     text = "y" * 2000  # the answer line holds it twice, as text and as structured content
-    async with connect(stdio_params(), max_line_bytes=6000) as session:
+    async with connect(hostile_params(), max_line_bytes=6000) as session:
         by_name = {t.spec.name: t for t in await tools(session)}
         assert await by_name["echo"].call({"text": text}) == [{"type": "text", "text": text}]
         assert not session.closed
@@ -80,7 +80,7 @@ async def test_a_servers_stderr_is_prefixed_with_its_name_and_escaped(
     capfd: pytest.CaptureFixture[str],
 ) -> None:
     hostile = "\x1b[2Jwiped \u202eevil\u2066 bell\x07"
-    async with connect(stdio_params(), name="noisy") as session:
+    async with connect(hostile_params(), name="noisy") as session:
         by_name = {t.spec.name: t for t in await tools(session)}
         await by_name["shout"].call({"text": hostile})
         with anyio.fail_after(10):
@@ -105,11 +105,11 @@ def test_escape_for_terminal_escapes_controls_and_bidi_and_keeps_other_text() ->
 HOST = """
 import asyncio, sys
 sys.path.insert(0, sys.argv[1])
-from mcpkit import stdio_params
+from mcpkit import hostile_params
 from adapters.mcp import connect, tools
 
 async def main():
-    async with connect(stdio_params(env={"BIDE_TEST_RUNS": sys.argv[2]})) as session:
+    async with connect(hostile_params(env={"BIDE_TEST_RUNS": sys.argv[2]})) as session:
         by_name = {t.spec.name: t for t in await tools(session)}
         await by_name["nap"].call({"seconds": 120})
 
