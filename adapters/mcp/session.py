@@ -234,7 +234,7 @@ class Session:
                 from_server = self._sent_by_server(sent, exc)
                 if not from_server:
                     self._note_failure(exc)
-                raise _classify_error_reply(name, exc, ids, from_server) from exc
+                raise _classify_error_reply(name, exc, ids, from_server, self._why()) from exc
             except Exception as exc:
                 raise ToolOutcomeUnknown(
                     f"{name}: the server's answer could not be read ({type(exc).__name__}); "
@@ -486,7 +486,7 @@ def _retrieve(task: asyncio.Future[Any]) -> None:
 
 
 def _classify_error_reply(
-    name: str, exc: MCPError, ids: dict[str, str], from_server: bool | None
+    name: str, exc: MCPError, ids: dict[str, str], from_server: bool | None, why: str = ""
 ) -> ToolError:
     """A server's own error reply is a definite failure; one the client made up is unknown.
 
@@ -496,7 +496,7 @@ def _classify_error_reply(
     code, text = exc.error.code, _server_text(exc.error.message)
     if from_server is False:
         return ToolOutcomeUnknown(
-            f"{name}: the answer was lost (the client reported error {code}: {text}); "
+            f"{name}: the answer was lost (the client reported error {code}: {text}){why}; "
             "the tool may have run",
             **ids,
         )

@@ -42,7 +42,7 @@ async def test_bytes_that_are_not_utf8_mid_call_close_the_session_and_fail_calls
         async with connect(hostile_params(env={"BIDE_TEST_RUNS": str(runs)})) as session:
             by_name = {t.spec.name: t for t in await tools(session, call_timeout=None)}
             # The pending side effect may have run: an unknown outcome, without waiting.
-            with pytest.raises(ToolOutcomeUnknown):
+            with pytest.raises(ToolOutcomeUnknown, match="not UTF-8"):
                 await by_name["garble"].call({}, side_effect())
             assert session.closed
             with pytest.raises(ToolError, match=r"not called.*not UTF-8") as later:
