@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
-import ctypes.util
+import errno
 import os
+import shutil
 import signal
 import sys
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
@@ -37,6 +37,10 @@ A line is one whole JSON-RPC message; 16 MiB is sixteen times the default result
 for the server's JSON escaping, while an endless line stops growing memory there.
 """
 
+HOST_GONE_GRACE: Final = 10.0
+"""Seconds a stdio server has, once its host died without stopping it, to finish and exit."""
+
+_REAPER: Final = Path(__file__).with_name("_reaper.py")
 _CHUNK: Final = 64 << 10
 _EXIT_GRACE: Final = 2.0
 """Seconds a server has to exit after its stdin closes, and again after SIGTERM."""
@@ -85,19 +89,25 @@ async def stdio_transport(
     A line over ``max_line_bytes`` (zero or less: no limit) or bytes that are not UTF-8 fail
     the session: ``on_failure`` gets a ``ProtocolError`` naming the server, then the read stream
     ends, so every pending call learns the connection is gone. The server is stopped when the
-    block ends (stdin closed, then SIGTERM, then SIGKILL, each after a bounded wait) and, on
-    Linux, when the host process dies, however it dies.
+    block ends (stdin closed, then SIGTERM, then SIGKILL, each after a bounded wait), and ends
+    ``HOST_GONE_GRACE`` seconds after the host process dies, however it dies.
     """
+    env = get_default_environment() | (params.env or {})
+    command = shutil.which(params.command, path=env.get("PATH"))
+    if command is None:
+        raise FileNotFoundError(
+            errno.ENOENT, f"MCP server {name!r}: no executable {params.command!r} on its PATH"
+        )
     process = await asyncio.create_subprocess_exec(
-        params.command,
+        # Through the reaper, which ends the server once the host is gone (see _reaper.py).
+        *(sys.executable, "-I", "-S", str(_REAPER), str(HOST_GONE_GRACE), command),
         *params.args,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        env=get_default_environment() | (params.env or {}),
+        env=env,
         cwd=params.cwd,
         start_new_session=True,  # its own process group, so the whole tree can be stopped
-        preexec_fn=_end_with_parent if _PRCTL is not None else None,
     )
     to_session, read = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write, from_session = anyio.create_memory_object_stream[SessionMessage](0)
@@ -241,22 +251,3 @@ async def _stop(process: asyncio.subprocess.Process) -> None:
     transport = getattr(process, "_transport", None)
     if transport is not None:
         transport.close()
-
-
-def _load_prctl() -> Any:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        return ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-
-_PRCTL: Final = _load_prctl()
-_PR_SET_PDEATHSIG: Final = 1
-
-
-def _end_with_parent() -> None:
-    # Runs in the child between fork and exec: the kernel sends SIGTERM to the server when the
-    # host dies, even by a signal that runs no cleanup (SIGTERM's default, SIGKILL).
-    _PRCTL(_PR_SET_PDEATHSIG, signal.SIGTERM)
