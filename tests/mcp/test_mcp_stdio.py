@@ -11,8 +11,9 @@ import time
 from pathlib import Path
 
 import anyio
+import mcp
 import pytest
-from mcpkit import hostile_params
+from mcpkit import STDIO_SERVER, hostile_params
 
 from adapters.mcp import DEFAULT_MAX_LINE_BYTES, connect, tools
 from adapters.mcp.stdio import HOST_GONE_GRACE, escape_for_terminal
@@ -105,7 +106,7 @@ def test_escape_for_terminal_escapes_controls_and_bidi_and_keeps_other_text() ->
 HOST = """
 import asyncio, sys
 sys.path.insert(0, sys.argv[1])
-from mcpkit import hostile_params
+from mcpkit import STDIO_SERVER, hostile_params
 from adapters.mcp import connect, tools
 
 async def main():
@@ -154,3 +155,20 @@ def test_a_host_ended_by_sigterm_takes_its_stdio_servers_with_it(tmp_path: Path)
         if runs.exists() and runs.read_text().startswith("nap "):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(runs.read_text().split()[1]), signal.SIGKILL)
+
+
+async def test_a_relative_command_is_found_from_the_servers_cwd(tmp_path: Path) -> None:
+    server = tmp_path / "server.sh"
+    server.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{STDIO_SERVER}"\n')
+    server.chmod(0o755)
+    params = mcp.StdioServerParameters(command="./server.sh", cwd=str(tmp_path))
+    async with connect(params) as session:
+        by_name = {t.spec.name: t for t in await tools(session)}
+        assert await by_name["echo"].call({"text": "hi"}) == [{"type": "text", "text": "hi"}]
+
+
+async def test_a_command_that_is_not_there_is_an_os_error_naming_it() -> None:
+    params = mcp.StdioServerParameters(command="no-such-bide-server")
+    with pytest.raises(FileNotFoundError, match="no-such-bide-server"):
+        async with connect(params):
+            pass
