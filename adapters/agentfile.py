@@ -246,14 +246,19 @@ async def _mcp_tools(
     key = f"{where}: mcp[{server.name}]"
     try:
         session = await stack.enter_async_context(
-            bide_mcp.connect(target, elicitation=bide_mcp.decline_elicitation)
+            bide_mcp.connect(target, elicitation=bide_mcp.decline_elicitation, name=server.name)
         )
         return await bide_mcp.tools(
             session,
             trust_annotations=server.trust_annotations,
             safety=server.safety,
             approval={name: _policy(key, name, a) for name, a in server.approval.items()},
-            call_timeout=server.call_timeout,
+            # Left out of the file, the adapter's default bound; 0 says "none" explicitly.
+            call_timeout=(
+                bide_mcp.DEFAULT_CALL_TIMEOUT
+                if server.call_timeout is None
+                else server.call_timeout
+            ),
             durable_elicitation=server.durable_elicitation,
             **_limits(server),
         )

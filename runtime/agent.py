@@ -699,7 +699,9 @@ class _Drive:
 
     async def _invoke(self, tool: Tool, arguments: Any, context: ToolContext) -> Any:
         timeout = tool.spec.timeout
-        if timeout is None:
+        # A tool that enforces its spec's timeout itself (an MCP tool) keeps an answer that is in
+        # hand at the deadline; a second deadline here would cancel it first and lose the answer.
+        if timeout is None or getattr(tool, "enforces_timeout", False) is True:
             return await tool.call(arguments, context)
         async with asyncio.timeout(timeout):
             return await tool.call(arguments, context)

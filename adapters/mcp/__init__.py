@@ -1,19 +1,30 @@
 """MCP server tools as bide tools; untrusted by default. See ``docs/mcp.md``."""
 
-from adapters.mcp.connection import Target, connect
+from adapters.mcp.connection import DEFAULT_CONNECT_TIMEOUT, Target, connect
 from adapters.mcp.elicitation import (
     ElicitationAnswer,
     ElicitationRequest,
     ElicitationResolver,
     decline_elicitation,
 )
-from adapters.mcp.listing import DEFAULT_MAX_DESCRIPTION_BYTES, MAX_LIST_PAGES, tools
+from adapters.mcp.listing import (
+    DEFAULT_CALL_TIMEOUT,
+    DEFAULT_LIST_TIMEOUT,
+    DEFAULT_MAX_DESCRIPTION_BYTES,
+    MAX_LIST_PAGES,
+    tools,
+)
 from adapters.mcp.session import MAX_INPUT_ROUNDS, Session, ToolListChangedCallback
+from adapters.mcp.stdio import DEFAULT_MAX_LINE_BYTES
 from adapters.mcp.tool import DEFAULT_MAX_RESULT_BYTES, IDEMPOTENCY_KEY_META, ResultTooLargeError
 
 # Sorted plainly (sorted()), as the project's public-API test checks, not isort-style.
 __all__ = [  # noqa: RUF022
+    "DEFAULT_CALL_TIMEOUT",
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_LIST_TIMEOUT",
     "DEFAULT_MAX_DESCRIPTION_BYTES",
+    "DEFAULT_MAX_LINE_BYTES",
     "DEFAULT_MAX_RESULT_BYTES",
     "ElicitationAnswer",
     "ElicitationRequest",

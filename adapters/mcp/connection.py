@@ -6,27 +6,40 @@ before a call is refused or sent.
 
 from __future__ import annotations
 
+import asyncio
+import math
 import re
+import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from types import TracebackType
 from typing import Any, Final, TypeAlias
+from urllib.parse import urlsplit
 
 import anyio
 import mcp_types as types
 from mcp import Client, ClientSession, StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
+from mcp.shared.message import SessionMessage
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 import runtime
 from adapters.mcp.elicitation import ElicitationResolver
+from adapters.mcp.http import http_transport
 from adapters.mcp.session import Session, ToolListChangedCallback
+from adapters.mcp.stdio import DEFAULT_MAX_LINE_BYTES, server_name, stdio_transport
 from runtime.errors import ConfigError, ProtocolError
 from runtime.tools import safe_repr
 
-__all__ = ["Target", "connect"]
+__all__ = ["DEFAULT_CONNECT_TIMEOUT", "Target", "connect"]
+
+DEFAULT_CONNECT_TIMEOUT: Final = 60.0
+"""Seconds ``connect`` waits for a server to start and finish the handshake: one minute.
+
+Starting a server may mean installing it first (``npx``, ``uvx``); a minute covers that on a
+slow network, and a server that has not answered by then is not going to.
+"""
 
 Target: TypeAlias = (
     StdioServerParameters | str | Server[Any] | MCPServer | AbstractAsyncContextManager[Any]
@@ -45,6 +58,9 @@ async def connect(
     elicitation: ElicitationResolver | None = None,
     on_tool_list_changed: ToolListChangedCallback | None = None,
     client_info: tuple[str, str] | None = None,
+    name: str | None = None,
+    connect_timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
 ) -> AsyncIterator[Session]:
     """Open an MCP session to ``target`` for the length of the ``async with`` block.
 
@@ -54,35 +70,54 @@ async def connect(
     call ``tools`` again for the next run. ``client_info`` is the ``(name, version)`` reported to
     the server (default ``("bide", runtime.__version__)``).
 
-    The handshake is not bounded here; wrap the block in a timeout to bound it.
+    ``name`` names the server in errors and before each line of a stdio server's stderr (default:
+    from its command or URL). ``connect_timeout`` bounds starting the server and the handshake
+    (``DEFAULT_CONNECT_TIMEOUT``; ``None``: no bound). ``max_line_bytes`` bounds one line a
+    stdio server writes (``DEFAULT_MAX_LINE_BYTES``; zero or less: no limit).
     """
-    name, version = _client_identity(client_info)
+    identity = _client_identity(client_info)
     if elicitation is not None and not callable(elicitation):
         raise ConfigError("elicitation must be an async callable (a resolver) or None")
     if on_tool_list_changed is not None and not callable(on_tool_list_changed):
         raise ConfigError("on_tool_list_changed must be a callable or None")
+    if name is not None and (not isinstance(name, str) or not name):
+        raise ConfigError("name must be a non-empty string or None")
+    seconds = _seconds(connect_timeout, "connect_timeout")
+    if isinstance(max_line_bytes, bool) or not isinstance(max_line_bytes, int):
+        raise ConfigError(f"max_line_bytes must be an integer, not {max_line_bytes!r}")
+    called = name if name is not None else _describe(target)
     session = Session(elicitation=elicitation, on_tool_list_changed=on_tool_list_changed)
     client = Client(
-        _client_target(target, session),
+        _client_target(target, session, called, max_line_bytes),
         mode="auto",
         cache=None,
-        client_info=types.Implementation(name=name, version=version),
+        client_info=types.Implementation(name=identity[0], version=identity[1]),
         elicitation_callback=session._on_elicitation if elicitation is not None else None,
         message_handler=session._on_message,
     )
     stack = AsyncExitStack()
+    bound = asyncio.timeout(seconds)
     try:
-        await stack.enter_async_context(client)
+        async with bound:
+            await stack.enter_async_context(client)
         task_group = await stack.enter_async_context(anyio.create_task_group())
     except BaseException as exc:
+        session._mark_closed()
         await stack.aclose()
+        if bound.expired():
+            raise ProtocolError(
+                f"MCP server {called!r} did not finish the handshake within {seconds:g} s"
+            ) from None
+        if session._failure is not None and not isinstance(exc, asyncio.CancelledError):
+            raise session._failure from None
         leaf = _single_leaf(exc)
         if not isinstance(leaf, Exception):
             raise
         if isinstance(leaf, ConfigError | OSError):
             raise leaf from None
         raise ProtocolError(
-            f"could not open an MCP session: {type(leaf).__name__}: {safe_repr(str(leaf), 200)}"
+            f"could not open an MCP session with {called!r}: "
+            f"{type(leaf).__name__}: {safe_repr(str(leaf), 200)}"
         ) from exc
     try:
         session._attach(client.session, task_group)
@@ -94,6 +129,30 @@ async def connect(
         task_group.cancel_scope.cancel()
         # Exit without the body's exception: the SDK would wrap it in an ExceptionGroup.
         await stack.aclose()
+
+
+def _seconds(value: object, what: str) -> float | None:
+    """A timeout option: positive seconds, or ``None`` (or zero or less, or infinity) for none."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        raise ConfigError(f"{what} must be a number of seconds or None, not {value!r}")
+    return float(value) if 0 < value < math.inf else None
+
+
+def _describe(target: object) -> str:
+    if isinstance(target, StdioServerParameters):
+        return server_name(target)
+    if isinstance(target, str):
+        try:
+            parts = urlsplit(target)
+            port = f":{parts.port}" if parts.port else ""
+        except ValueError:
+            return "?"
+        return f"{parts.hostname or '?'}{port}{parts.path}"
+    if isinstance(target, Server | MCPServer):
+        return str(getattr(target, "name", "in-process server"))
+    return type(target).__name__
 
 
 def _client_identity(client_info: tuple[str, str] | None) -> tuple[str, str]:
@@ -108,19 +167,28 @@ def _client_identity(client_info: tuple[str, str] | None) -> tuple[str, str]:
     return client_info
 
 
-def _client_target(target: Target, session: Session) -> Any:
+def _client_target(target: Target, session: Session, name: str, max_line_bytes: int) -> Any:
     if isinstance(target, Server | MCPServer):
         return target
     if isinstance(target, StdioServerParameters):
-        return _WatchedTransport(stdio_client(target), session._mark_closed)
+        if sys.platform == "win32":  # pragma: no cover
+            return _WatchedTransport(stdio_client(target), session)
+        transport = stdio_transport(
+            target, name=name, max_line_bytes=max_line_bytes, on_failure=session._fail
+        )
+        session._trace_errors()  # every error on the read stream came from the server's stdout
+        return _WatchedTransport(transport, session, errors_are_the_servers=True)
     if isinstance(target, str):
         if not _URL.match(target):
             raise ConfigError(
                 f"an MCP target string must be an http(s):// URL, not {safe_repr(target)}"
             )
-        return _WatchedTransport(streamable_http_client(target), session._mark_closed)
+        session._trace_errors()  # the transport reports what the server's bytes said
+        return _WatchedTransport(
+            http_transport(target, on_server_error=session._server_error), session
+        )
     if hasattr(target, "__aenter__") and hasattr(target, "__aexit__"):
-        return _WatchedTransport(target, session._mark_closed)
+        return _WatchedTransport(target, session)
     raise ConfigError(
         "an MCP target is StdioServerParameters, an http(s):// URL, an SDK transport or an "
         f"in-process server, not {type(target).__name__}"
@@ -142,15 +210,24 @@ def _single_leaf(exc: BaseException) -> BaseException:
 
 
 class _WatchedTransport:
-    """A transport whose read side, once it ends, marks the session known closed."""
+    """A transport whose read side, once it ends, marks the session known closed, and whose
+    traffic tells the session which tools/call requests left and, when ``errors_are_the_servers``,
+    which error replies the server sent for them."""
 
-    def __init__(self, transport: Any, on_end: Callable[[], None]) -> None:
+    def __init__(
+        self, transport: Any, session: Session, *, errors_are_the_servers: bool = False
+    ) -> None:
         self._transport = transport
-        self._on_end = on_end
+        self._session = session
+        self._errors_are_the_servers = errors_are_the_servers
 
     async def __aenter__(self) -> tuple[Any, Any]:
         read, write = await self._transport.__aenter__()
-        return _WatchedReadStream(read, self._on_end), write
+        on_error = self._session._server_error if self._errors_are_the_servers else None
+        return (
+            _WatchedReadStream(read, self._session._mark_closed, on_error),
+            _WatchedWriteStream(write, self._session._sending),
+        )
 
     async def __aexit__(
         self,
@@ -158,7 +235,7 @@ class _WatchedTransport:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool | None:
-        self._on_end()
+        self._session._mark_closed()
         result: bool | None = await self._transport.__aexit__(exc_type, exc, tb)
         return result
 
@@ -166,17 +243,30 @@ class _WatchedTransport:
 class _WatchedReadStream:
     _ENDED = (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError)
 
-    def __init__(self, stream: Any, on_end: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        stream: Any,
+        on_end: Callable[[], None],
+        on_error: Callable[[Any, int, str], None] | None,
+    ) -> None:
         self._stream = stream
         self._on_end = on_end
+        self._on_error = on_error
 
     @property
     def last_context(self) -> Any:
         return getattr(self._stream, "last_context", None)
 
+    def _seen(self, item: Any) -> Any:
+        if self._on_error is not None and isinstance(item, SessionMessage):
+            message = item.message
+            if isinstance(message, types.JSONRPCError):
+                self._on_error(message.id, message.error.code, message.error.message)
+        return item
+
     async def receive(self) -> Any:
         try:
-            return await self._stream.receive()
+            return self._seen(await self._stream.receive())
         except self._ENDED:
             self._on_end()
             raise
@@ -186,7 +276,7 @@ class _WatchedReadStream:
 
     async def __anext__(self) -> Any:
         try:
-            return await self._stream.__anext__()
+            return self._seen(await self._stream.__anext__())
         except (StopAsyncIteration, *self._ENDED):
             self._on_end()
             raise
@@ -206,5 +296,35 @@ class _WatchedReadStream:
         tb: TracebackType | None,
     ) -> bool | None:
         self._on_end()
+        result: bool | None = await self._stream.__aexit__(exc_type, exc, tb)
+        return result
+
+
+class _WatchedWriteStream:
+    def __init__(self, stream: Any, on_send: Callable[[object], None]) -> None:
+        self._stream = stream
+        self._on_send = on_send
+
+    async def send(self, item: Any) -> None:
+        # Noted before it leaves, in the sender's context, so the call knows its request id.
+        self._on_send(getattr(item, "message", None))
+        await self._stream.send(item)
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+    async def __aenter__(self) -> _WatchedWriteStream:
+        await self._stream.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
         result: bool | None = await self._stream.__aexit__(exc_type, exc, tb)
         return result

@@ -6,6 +6,7 @@ comes from a server that broke the protocol.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import math
 from collections.abc import Mapping
@@ -23,7 +24,24 @@ from runtime.approval import ApprovalPolicy
 from runtime.errors import ConfigError, ProtocolError
 from runtime.tools import Safety, Tool, ToolSpec, safe_repr, validate_tool_name
 
-__all__ = ["DEFAULT_MAX_DESCRIPTION_BYTES", "MAX_LIST_PAGES", "tools"]
+__all__ = [
+    "DEFAULT_CALL_TIMEOUT",
+    "DEFAULT_LIST_TIMEOUT",
+    "DEFAULT_MAX_DESCRIPTION_BYTES",
+    "MAX_LIST_PAGES",
+    "tools",
+]
+
+DEFAULT_CALL_TIMEOUT: Final = 300.0
+"""Seconds one tool call may take unless ``tools`` is told otherwise: five minutes.
+
+Long enough for a tool that searches, builds or waits on a person's elicitation answer; a call
+still running after that has an unknown outcome (a side effect halts) instead of holding the
+run for ever. A tool call without a timeout needs ``call_timeout=None``, said explicitly.
+"""
+
+DEFAULT_LIST_TIMEOUT: Final = 30.0
+"""Seconds ``tools`` waits for the whole tool list, every page, unless told otherwise."""
 
 DEFAULT_MAX_DESCRIPTION_BYTES: Final = 8 << 10
 """The longest tool description, in UTF-8 bytes, ``tools`` accepts unless told otherwise: 8 KiB.
@@ -43,7 +61,8 @@ async def tools(
     trust_annotations: bool = False,
     safety: Mapping[str, Safety] | None = None,
     approval: Mapping[str, ApprovalPolicy] | None = None,
-    call_timeout: float | None = None,
+    call_timeout: float | None = DEFAULT_CALL_TIMEOUT,
+    list_timeout: float | None = DEFAULT_LIST_TIMEOUT,
     max_description_bytes: int = DEFAULT_MAX_DESCRIPTION_BYTES,
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
     durable_elicitation: bool = False,
@@ -59,8 +78,10 @@ async def tools(
     ``safety`` wins over both. ``approval`` gates a tool on a policy (it becomes
     ``ToolSpec.approval``). A name in ``safety`` or ``approval`` that the server does not list is
     a ``ConfigError``, so a typo never leaves the real tool ungated. ``call_timeout`` seconds
-    bound each call (zero or less: none). ``max_description_bytes`` and ``max_result_bytes``
-    bound what a server may send (zero or less: no limit).
+    bound each call (``DEFAULT_CALL_TIMEOUT``; ``None``, or zero or less: none, when the host
+    says so). ``list_timeout`` bounds listing every page (``DEFAULT_LIST_TIMEOUT``; ``None``:
+    none). ``max_description_bytes`` and ``max_result_bytes`` bound what a server may send
+    (zero or less: no limit).
 
     With ``durable_elicitation``, a form elicitation during a READ_ONLY or IDEMPOTENT call made by
     an agent run is journaled: a recorded answer is given from the journal, and with none the
@@ -73,7 +94,8 @@ async def tools(
     held = _session(session)
     safety_of = _safety_map(safety)
     approval_of = _approval_map(approval)
-    timeout = _timeout(call_timeout)
+    timeout = _timeout(call_timeout, "call_timeout")
+    listing_bound = _timeout(list_timeout, "list_timeout")
     description_limit = _byte_limit(max_description_bytes, "max_description_bytes")
     result_limit = _byte_limit(max_result_bytes, "max_result_bytes")
     if not isinstance(trust_annotations, bool):
@@ -81,7 +103,13 @@ async def tools(
     if not isinstance(durable_elicitation, bool):
         raise ConfigError("durable_elicitation must be True or False")
 
-    listed = await _list_all(held)
+    try:
+        async with asyncio.timeout(listing_bound):
+            listed = await _list_all(held)
+    except TimeoutError:
+        raise ProtocolError(
+            f"MCP server did not list its tools within {listing_bound:g} s"
+        ) from None
     seen: set[str] = set()
     for tool in listed:
         _check_tool(tool, seen, description_limit)
@@ -181,7 +209,9 @@ def _annotated_safety(tool: types.Tool, trusted: bool) -> Safety:
         return Safety.SIDE_EFFECT
     if hints.read_only_hint is True:
         return Safety.READ_ONLY
-    if hints.idempotent_hint is True and hints.destructive_hint is not True:
+    # destructiveHint does not weaken idempotentHint: a repeat with the same arguments has no
+    # additional effect (deleting a file twice is one deletion), which is all a retry needs.
+    if hints.idempotent_hint is True:
         return Safety.IDEMPOTENT
     return Safety.SIDE_EFFECT
 
@@ -241,11 +271,11 @@ def _approval_map(approval: object) -> dict[str, ApprovalPolicy]:
     return checked
 
 
-def _timeout(value: object) -> float | None:
+def _timeout(value: object, what: str) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
-        raise ConfigError(f"call_timeout must be a number of seconds or None, not {value!r}")
+        raise ConfigError(f"{what} must be a number of seconds or None, not {value!r}")
     return float(value) if 0 < value < math.inf else None
 
 

@@ -8,6 +8,7 @@ otherwise by the host's live resolver.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hashlib
 import inspect
 import json
@@ -51,8 +52,9 @@ _CALL_RESULT: Final = pydantic.TypeAdapter[types.CallToolResult | types.InputReq
 
 # Codes the SDK also makes up locally when an answer is lost or unreadable (connection closed,
 # read timeout, and the streamable HTTP transport's stand-ins for a failed POST, a 202, a 5xx or
-# a body it could not parse). An error carrying one cannot be told from a server's own reply, so
-# it is an unknown outcome: calling a lost answer a definite failure could fire an effect twice.
+# a body it could not parse). Only on a transport bide did not build, which cannot say where an
+# error came from, does an error carrying one count as an unknown outcome: calling a lost answer
+# a definite failure could fire an effect twice.
 _AMBIGUOUS_CODES: Final = frozenset(
     {
         types.CONNECTION_CLOSED,
@@ -64,6 +66,16 @@ _AMBIGUOUS_CODES: Final = frozenset(
 )
 
 _MAX_SERVER_TEXT: Final = 2000
+
+
+@dataclass(slots=True)
+class _Round:
+    """One tools/call request of a call: its JSON-RPC id, once the transport has seen it leave."""
+
+    request_id: str | None = None
+
+
+_ROUND: Final = contextvars.ContextVar[_Round | None]("bide_mcp_round", default=None)
 
 
 @dataclass(slots=True)
@@ -94,7 +106,13 @@ class Session:
         self._on_tool_list_changed = on_tool_list_changed
         self._task_group: anyio.abc.TaskGroup | None = None
         self._closed = False
+        self._failure: ProtocolError | None = None
         self._active: list[_Active] = []
+        # Where errors come from, when the transport can tell: the ids of tools/call requests
+        # sent and not yet answered, and the error replies the server itself sent for them.
+        self._traces_errors = False
+        self._calls_sent: set[str] = set()
+        self._server_errors: dict[str, tuple[int, str]] = {}
 
     @classmethod
     def _adopt(cls, sdk: ClientSession) -> Session:
@@ -128,11 +146,13 @@ class Session:
     async def _list_tools_page(self, cursor: str | None) -> types.ListToolsResult:
         sdk = self._connected()
         if self._closed:
-            raise ProtocolError("cannot list tools: the MCP session is closed")
+            raise ProtocolError(f"cannot list tools: the MCP session is closed{self._why()}")
         try:
             return await sdk.list_tools(params=types.PaginatedRequestParams(cursor=cursor))
         except MCPError as exc:
             self._note_failure(exc)
+            if self._failure is not None:
+                raise ProtocolError(f"tools/list failed: {self._failure}") from exc
             raise ProtocolError(
                 f"MCP server failed tools/list: {safe_repr(exc.error.message, 200)} "
                 f"(JSON-RPC error {exc.error.code})"
@@ -166,7 +186,7 @@ class Session:
         """
         ids = _ids(call)
         if self._closed:
-            raise ToolError(f"{name} was not called: the MCP session is closed", **ids)
+            raise ToolError(f"{name} was not called: the MCP session is closed{self._why()}", **ids)
         active = _Active(call, durable)
         self._active.append(active)
         try:
@@ -204,19 +224,26 @@ class Session:
                     _meta=meta,  # type: ignore[arg-type]
                 )
             )
+            sent = _Round()
+            token = _ROUND.set(sent)
             try:
                 # Not sdk.call_tool: it validates structured content against the listed output
                 # schema and raises RuntimeError after the tool ran, and may re-list first.
                 answer = await sdk.send_request(request, _CALL_RESULT)
             except MCPError as exc:
-                self._note_failure(exc)
-                raise _classify_error_reply(name, exc, ids) from exc
+                from_server = self._sent_by_server(sent, exc)
+                if not from_server:
+                    self._note_failure(exc)
+                raise _classify_error_reply(name, exc, ids, from_server, self._why()) from exc
             except Exception as exc:
                 raise ToolOutcomeUnknown(
                     f"{name}: the server's answer could not be read ({type(exc).__name__}); "
                     "the tool may have run",
                     **ids,
                 ) from exc
+            finally:
+                _ROUND.reset(token)
+                self._forget(sent)
             if isinstance(answer, types.CallToolResult):
                 return answer
             if answer.input_requests:
@@ -372,6 +399,49 @@ class Session:
     def _mark_closed(self) -> None:
         self._closed = True
 
+    def _fail(self, failure: ProtocolError) -> None:
+        """The transport broke the protocol: the session is closed, and says why from now on."""
+        if self._failure is None:
+            self._failure = failure
+        self._closed = True
+        log.warning("mcp_session_failed", error=str(failure))
+
+    def _why(self) -> str:
+        return f" ({self._failure})" if self._failure is not None else ""
+
+    # -- where an error came from ------------------------------------------------------------
+
+    def _trace_errors(self) -> None:
+        """The transport reports every error reply the server itself sent (``_server_error``)."""
+        self._traces_errors = True
+
+    def _sending(self, message: object) -> None:
+        """A message is leaving: note the id of a tools/call, for the call that sends it."""
+        if isinstance(message, types.JSONRPCRequest) and message.method == "tools/call":
+            key = str(message.id)
+            self._calls_sent.add(key)
+            sent = _ROUND.get()
+            if sent is not None:
+                sent.request_id = key
+
+    def _server_error(self, request_id: object, code: int, message: str) -> None:
+        key = str(request_id)
+        if key in self._calls_sent:
+            self._server_errors[key] = (code, message)
+
+    def _sent_by_server(self, sent: _Round, exc: MCPError) -> bool | None:
+        """Whether the server itself sent this error; ``None`` when the transport cannot say."""
+        if not self._traces_errors:
+            return None
+        if sent.request_id is None:
+            return False
+        return self._server_errors.get(sent.request_id) == (exc.error.code, exc.error.message)
+
+    def _forget(self, sent: _Round) -> None:
+        if sent.request_id is not None:
+            self._calls_sent.discard(sent.request_id)
+            self._server_errors.pop(sent.request_id, None)
+
     def _note_failure(self, exc: MCPError) -> None:
         # The SDK's own spelling of a closed connection; a server echoing it only makes later
         # calls refuse early, which is safe.
@@ -415,9 +485,22 @@ def _retrieve(task: asyncio.Future[Any]) -> None:
         task.exception()
 
 
-def _classify_error_reply(name: str, exc: MCPError, ids: dict[str, str]) -> ToolError:
+def _classify_error_reply(
+    name: str, exc: MCPError, ids: dict[str, str], from_server: bool | None, why: str = ""
+) -> ToolError:
+    """A server's own error reply is a definite failure; one the client made up is unknown.
+
+    ``from_server`` is ``None`` when the transport cannot say where the error came from; then
+    the codes the SDK also makes up count as unknown.
+    """
     code, text = exc.error.code, _server_text(exc.error.message)
-    if code in _AMBIGUOUS_CODES:
+    if from_server is False:
+        return ToolOutcomeUnknown(
+            f"{name}: the answer was lost (the client reported error {code}: {text}){why}; "
+            "the tool may have run",
+            **ids,
+        )
+    if from_server is None and code in _AMBIGUOUS_CODES:
         return ToolOutcomeUnknown(
             f"{name}: error {code} ({text}) is also how the SDK reports a lost or unreadable "
             "answer; the tool may have run",

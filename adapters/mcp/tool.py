@@ -13,7 +13,7 @@ from referencing.exceptions import Unresolvable
 
 from adapters.mcp.session import Session
 from runtime.errors import ToolArgumentsError, ToolError
-from runtime.tools import Safety, ToolContext, ToolSpec
+from runtime.tools import ToolContext, ToolSpec
 
 __all__ = [
     "DEFAULT_MAX_RESULT_BYTES",
@@ -30,7 +30,7 @@ is more than most models' whole context window, so a larger one cannot be used a
 """
 
 IDEMPOTENCY_KEY_META: Final = "dev.bide/idempotency-key"
-"""The ``_meta`` key under which an IDEMPOTENT call carries its idempotency key."""
+"""The ``_meta`` key under which every call made with a ``ToolContext`` carries its key."""
 
 _MAX_ARGUMENT_ERROR: Final = 300
 
@@ -59,6 +59,10 @@ class MCPTool:
     """A tool an MCP server listed, called through the session it was listed on."""
 
     __slots__ = ("_durable", "_max_result_bytes", "_session", "_spec", "_validator")
+
+    enforces_timeout: Final = True
+    """The call applies ``spec.timeout`` itself and keeps an answer in hand at the deadline, so
+    an agent runs it without a deadline of its own."""
 
     def __init__(
         self,
@@ -89,9 +93,9 @@ class MCPTool:
         ids = {"run_id": context.run_id, "call_id": context.call_id} if context else {}
         name = self._spec.name
         checked = self._check_arguments(arguments, ids)
-        meta = None
-        if context is not None and Safety.IDEMPOTENT in (self._spec.safety, context.safety):
-            meta = {IDEMPOTENCY_KEY_META: context.idempotency_key}
+        # Every call carries its key, side effects most of all: a server may deduplicate by it,
+        # and a reconciler may look a halted call up by it.
+        meta = {IDEMPOTENCY_KEY_META: context.idempotency_key} if context is not None else None
         # Only a call the agent may run again from the start can pause on a question: a side
         # effect's elicitation is answered live, never by pausing (that could repeat the effect).
         durable = self._durable and context is not None and context.safety.retry_safe

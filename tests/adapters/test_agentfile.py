@@ -154,3 +154,16 @@ async def test_a_misspelt_mcp_safety_entry_names_the_server(tmp_path: Path) -> N
 def test_a_missing_agent_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read agent file"):
         load_agent_file(tmp_path / "nope.toml")
+
+
+async def test_mcp_tools_of_an_agent_file_get_the_default_call_timeout_unless_it_sets_one(
+    tmp_path: Path,
+) -> None:
+    from adapters.mcp import DEFAULT_CALL_TIMEOUT
+
+    unset = stdio_server_toml().replace("call_timeout = 30\n", "")
+    for toml, expected in ((unset, DEFAULT_CALL_TIMEOUT), (stdio_server_toml(), 30)):
+        path = write_agent(tmp_path, f'[model]\nprovider = "scripted"\nscript = "s.json"\n{toml}')
+        (tmp_path / "s.json").write_text("[]")
+        async with open_agent_file(path) as agent:
+            assert agent.tools["echo"].spec.timeout == expected

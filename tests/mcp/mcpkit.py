@@ -6,7 +6,11 @@ hand so that it can misbehave on purpose.
 
 from __future__ import annotations
 
+import http.server
+import json
 import sys
+import threading
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -30,6 +34,11 @@ OBJECT: dict[str, Any] = {"type": "object", "properties": {}}
 def stdio_params(*args: str, env: dict[str, str] | None = None) -> StdioServerParameters:
     """Run ``mcp_stdio_server.py`` with this interpreter."""
     return StdioServerParameters(command=sys.executable, args=[str(STDIO_SERVER), *args], env=env)
+
+
+def hostile_params(*args: str, env: dict[str, str] | None = None) -> StdioServerParameters:
+    """Run ``mcp_stdio_server.py`` with its misbehaving tools listed too."""
+    return stdio_params(*args, env={"BIDE_TEST_HOSTILE": "1", **(env or {})})
 
 
 def _error(request_id: Any, code: int, message: str) -> SessionMessage:
@@ -87,7 +96,8 @@ class RawServer:
     ``on_call`` says what a ``tools/call`` gets after it is counted in ``calls``: ``"ok"``,
     ``"hangup"`` (the server closes the connection), ``"silent"`` (no answer, ever),
     ``"garbage"`` (an answer that is not a tool result), or ``("error", code)`` (a JSON-RPC
-    error reply). ``tools`` is the raw ``tools/list`` answer, sent as is.
+    error reply). ``tools`` is the raw ``tools/list`` answer, sent as is; with ``on_list`` set
+    to ``"silent"`` tools/list is never answered.
     """
 
     def __init__(
@@ -96,9 +106,11 @@ class RawServer:
         tools: list[dict[str, Any]] | None = None,
         on_call: str | tuple[str, int] = "ok",
         result: dict[str, Any] | None = None,
+        on_list: str = "ok",
     ) -> None:
         self.tools = tools if tools is not None else [{"name": "act", "inputSchema": OBJECT}]
         self.on_call = on_call
+        self.on_list = on_list
         self.result = result or {"content": [{"type": "text", "text": "done"}]}
         self.calls = 0
         self.requests: list[types.JSONRPCRequest] = []
@@ -153,6 +165,8 @@ class RawServer:
                 },
             )
         if request.method == "tools/list":
+            if self.on_list == "silent":
+                return None
             return _result(request.id, {"tools": self.tools})
         if request.method != "tools/call":
             return _error(request.id, -32601, "Method not found")
@@ -213,3 +227,132 @@ class Scripted:
 
 def text(value: str) -> types.TextContent:
     return types.TextContent(type="text", text=value)
+
+
+@asynccontextmanager
+async def stalls_after_answering(
+    server: Server[Any] | MCPServer, seconds: float
+) -> AsyncIterator[Any]:
+    """Serve ``server`` in process; after handing the client a tools/call answer, block the
+    event loop for ``seconds``, so the answer is in hand when the caller's deadline passes.
+
+    That is a result arriving at the deadline, made deterministic: nothing runs in between.
+    """
+    async with InMemoryTransport(server) as (from_server, to_server):
+        to_client, client_reads = anyio.create_memory_object_stream[SessionMessage | Exception](32)
+        calls: set[Any] = set()
+
+        class Writes:
+            async def send(self, item: SessionMessage) -> None:
+                message = item.message
+                if isinstance(message, types.JSONRPCRequest) and message.method == "tools/call":
+                    calls.add(message.id)
+                await to_server.send(item)
+
+            async def aclose(self) -> None:
+                await to_server.aclose()
+
+            async def __aenter__(self) -> Writes:
+                return self
+
+            async def __aexit__(self, *exc: object) -> None:
+                await self.aclose()
+
+        async def inbound() -> None:
+            async with to_client:
+                async for item in from_server:
+                    await to_client.send(item)
+                    message = getattr(item, "message", None)
+                    if isinstance(message, types.JSONRPCResponse) and message.id in calls:
+                        time.sleep(seconds)  # noqa: ASYNC251 (blocks the loop on purpose)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(inbound)
+            try:
+                async with client_reads:
+                    yield client_reads, Writes()
+            finally:
+                tg.cancel_scope.cancel()
+
+
+class RawHTTPServer:
+    """A handshake-era MCP server over HTTP on 127.0.0.1, written by hand to fail as HTTP fails.
+
+    ``on_call`` says what a ``tools/call`` gets after it is counted in ``calls``: ``"http500"``
+    (status 500, a plain-text body: no JSON-RPC in it), or ``("error", status, code, message)``
+    (a JSON-RPC error reply in a JSON body, at that HTTP status).
+    """
+
+    def __init__(self, on_call: str | tuple[str, int, int, str] = "http500") -> None:
+        self.on_call = on_call
+        self.calls = 0
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                self._send(405, b"", "text/plain")
+
+            def do_DELETE(self) -> None:
+                self._send(200, b"", "text/plain")
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                if "id" not in body:
+                    self._send(202, b"", "text/plain")
+                    return
+                status, reply = outer._answer(body)
+                if isinstance(reply, bytes):
+                    self._send(status, reply, "text/plain")
+                else:
+                    self._send(status, json.dumps(reply).encode(), "application/json")
+
+            def _send(self, status: int, body: bytes, kind: str) -> None:
+                self.send_response(status)
+                self.send_header("content-type", kind)
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/mcp"
+
+    def _answer(self, request: dict[str, Any]) -> tuple[int, dict[str, Any] | bytes]:
+        def result(value: dict[str, Any]) -> dict[str, Any]:
+            return {"jsonrpc": "2.0", "id": request["id"], "result": value}
+
+        def error(code: int, message: str) -> dict[str, Any]:
+            return {
+                "jsonrpc": "2.0",
+                "id": request["id"],
+                "error": {"code": code, "message": message},
+            }
+
+        match request["method"]:
+            case "initialize":
+                return 200, result(
+                    {
+                        "protocolVersion": "2025-11-25",
+                        "capabilities": {"tools": {}},
+                        "serverInfo": {"name": "raw-http", "version": "0"},
+                    }
+                )
+            case "tools/list":
+                return 200, result({"tools": [{"name": "act", "inputSchema": OBJECT}]})
+            case "tools/call":
+                self.calls += 1
+                if self.on_call == "http500":
+                    return 500, b"upstream failed"
+                _, status, code, message = self.on_call
+                return int(status), error(int(code), str(message))
+        return 200, error(-32601, "Method not found")
+
+    def __enter__(self) -> RawHTTPServer:
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()

@@ -231,19 +231,20 @@ async def test_arguments_in_any_mapping_are_sent_as_a_plain_object() -> None:
     assert [c.arguments for c in scripted.calls] == [{"n": {"m": [1, 2]}}]
 
 
-async def test_an_idempotent_call_carries_its_idempotency_key_in_meta() -> None:
+@pytest.mark.parametrize("safety", list(Safety))
+async def test_every_call_carries_its_idempotency_key_in_meta(safety: Safety) -> None:
+    """Side effects too: a server may deduplicate, or a reconciler look a charge up, by it."""
     scripted = Scripted()
-    ctx = context(Safety.IDEMPOTENT)
-    await call_once(scripted.server, ctx=ctx, safety={"act": Safety.IDEMPOTENT})
+    ctx = context(safety)
+    await call_once(scripted.server, ctx=ctx, safety={"act": safety})
     (sent,) = scripted.calls
     assert sent.meta is not None
     assert sent.meta[IDEMPOTENCY_KEY_META] == ctx.idempotency_key
 
 
-@pytest.mark.parametrize("safety", [Safety.SIDE_EFFECT, Safety.READ_ONLY])
-async def test_other_calls_carry_no_idempotency_key(safety: Safety) -> None:
+async def test_a_call_made_without_a_context_carries_no_idempotency_key() -> None:
     scripted = Scripted()
-    await call_once(scripted.server, ctx=context(safety), safety={"act": safety})
+    await call_once(scripted.server)
     (sent,) = scripted.calls
     assert IDEMPOTENCY_KEY_META not in (sent.meta or {})
 

@@ -187,8 +187,10 @@ def test_all_names_in_dunder_all_are_exported_and_public() -> None:
     assert exported == {name for name in vars(adapters.mcp) if not name.startswith("_")} - {
         "connection",
         "elicitation",
+        "http",
         "listing",
         "session",
+        "stdio",
         "tool",
     }
     assert adapters.mcp.__all__ == sorted(exported)

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcpkit import handshake_era
+from mcp.server.mcpserver import MCPServer
+from mcpkit import handshake_era, stalls_after_answering
 from test_mcp_elicitation import greeter
 
 from adapters.mcp import ElicitationAnswer, ElicitationRequest, connect, decline_elicitation, tools
@@ -78,3 +79,32 @@ async def test_without_durable_elicitation_a_retry_safe_call_is_answered_live(
             content, _ = (await journal.require("r")).calls["c1"].message_content()
     assert result.status is RunStatus.COMPLETED
     assert content[0]["text"] == "no name (decline)"
+
+
+async def test_a_result_that_arrives_at_the_deadline_is_recorded_when_the_agent_drives_it(
+    db_path: Path,
+) -> None:
+    """The adapter keeps an answer in hand at its deadline; the Agent must not cancel it first."""
+    server = MCPServer("charger")
+    charged: list[int] = []
+
+    @server.tool()
+    def charge(cents: int) -> str:
+        charged.append(cents)
+        return f"charged {cents}"
+
+    script = [
+        {"tool_calls": [{"id": "c1", "name": "charge", "arguments": {"cents": 5}}]},
+        {"text": "done"},
+    ]
+    async with connect(stalls_after_answering(server, 1.5)) as session:
+        listed = await tools(session, call_timeout=1.0)
+        assert listed[0].spec.safety is Safety.SIDE_EFFECT
+        agent = Agent(model=ScriptedModel(script), tools=listed)
+        async with Journal(db_path) as journal:
+            result = await agent.run("r", "go", journal=journal)
+            state = await journal.require("r")
+    assert result.status is RunStatus.COMPLETED, result
+    content, is_error = state.calls["c1"].message_content()
+    assert not is_error and content[0]["text"] == "charged 5"
+    assert charged == [5]

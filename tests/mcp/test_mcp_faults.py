@@ -87,9 +87,10 @@ async def test_structured_content_without_a_content_list_is_outcome_unknown() ->
         types.INTERNAL_ERROR,
     ],
 )
-async def test_error_codes_the_sdk_also_makes_up_for_lost_answers_are_outcome_unknown(
+async def test_on_a_transport_that_cannot_say_where_errors_come_from_made_up_codes_are_unknown(
     code: int,
 ) -> None:
+    """An SDK transport bide did not build: the codes the SDK also makes up stay unknown."""
     raw = RawServer(on_call=("error", code))
     async with connect(raw.transport()) as session:
         (act,) = await tools(session)

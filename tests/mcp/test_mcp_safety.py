@@ -51,10 +51,17 @@ async def test_trusted_annotations_map_onto_safety() -> None:
         "read_only_and_idempotent": Safety.READ_ONLY,  # read-only wins
         "idempotent": Safety.IDEMPOTENT,
         "idempotent_not_destructive": Safety.IDEMPOTENT,
-        "idempotent_but_destructive": Safety.SIDE_EFFECT,
+        "idempotent_but_destructive": Safety.IDEMPOTENT,
         "destructive": Safety.SIDE_EFFECT,
         "not_read_only": Safety.SIDE_EFFECT,
     }
+
+
+async def test_a_trusted_idempotent_hint_means_idempotent_even_when_destructive() -> None:
+    """Deleting a file twice is one deletion: destructiveHint does not make a retry unsafe."""
+    found = await safeties(trust_annotations=True)
+    assert found["idempotent_but_destructive"] is Safety.IDEMPOTENT
+    assert (await safeties())["idempotent_but_destructive"] is Safety.SIDE_EFFECT
 
 
 @pytest.mark.parametrize("trusted", [False, True])

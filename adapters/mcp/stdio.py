@@ -1,0 +1,256 @@
+"""A stdio MCP server as a child process: bounded lines, strict UTF-8, its stderr made safe.
+
+The SDK's stdio transport reads lines of any length, dies on a byte that is not UTF-8 without
+closing the session, copies the server's stderr raw to the terminal, and leaves the server
+running when the host is killed. This one does none of that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import os
+import shutil
+import signal
+import sys
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Final
+
+import anyio
+import mcp_types as types
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp import StdioServerParameters
+from mcp.client.stdio import get_default_environment
+from mcp.shared.message import SessionMessage
+
+from runtime.errors import ProtocolError
+
+__all__ = ["DEFAULT_MAX_LINE_BYTES", "escape_for_terminal", "server_name", "stdio_transport"]
+
+DEFAULT_MAX_LINE_BYTES: Final = 16 << 20
+"""The longest line, in bytes, a stdio server may write before the session fails: 16 MiB.
+
+A line is one whole JSON-RPC message; 16 MiB is sixteen times the default result limit, room
+for the server's JSON escaping, while an endless line stops growing memory there.
+"""
+
+HOST_GONE_GRACE: Final = 10.0
+"""Seconds a stdio server has, once its host died without stopping it, to finish and exit."""
+
+_REAPER: Final = Path(__file__).with_name("_reaper.py")
+_CHUNK: Final = 64 << 10
+_EXIT_GRACE: Final = 2.0
+"""Seconds a server has to exit after its stdin closes, and again after SIGTERM."""
+_STDERR_LINE_CHARS: Final = 4000
+"""Characters of one stderr line shown; the rest is cut, so a hostile server cannot flood."""
+
+# Bidi controls and other invisible characters that make text read differently from what it
+# is (RLO, isolates, marks) and line separators a terminal may honour.
+_INVISIBLE: Final = frozenset(
+    [0x061C, 0x200E, 0x200F, 0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
+)
+
+
+def server_name(params: StdioServerParameters) -> str:
+    """A short name for a stdio server, from its command: ``python3 mcp_server.py``."""
+    parts = [Path(params.command).name]
+    if params.args:
+        parts.append(Path(params.args[0]).name)
+    return " ".join(part for part in parts if part) or "stdio server"
+
+
+def escape_for_terminal(text: str) -> str:
+    r"""``text`` with control, bidi and line-separator characters escaped (``\x1b``, ``\u202e``)."""
+    out: list[str] = []
+    for char in text:
+        code = ord(char)
+        if code < 0x20 or 0x7F <= code < 0xA0:
+            out.append(f"\\x{code:02x}")
+        elif code in _INVISIBLE:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+@asynccontextmanager
+async def stdio_transport(
+    params: StdioServerParameters,
+    *,
+    name: str,
+    max_line_bytes: int,
+    on_failure: Callable[[ProtocolError], None],
+) -> AsyncIterator[tuple[MemoryObjectReceiveStream[Any], MemoryObjectSendStream[Any]]]:
+    """Start the server and yield the session's read and write streams.
+
+    A line over ``max_line_bytes`` (zero or less: no limit) or bytes that are not UTF-8 fail
+    the session: ``on_failure`` gets a ``ProtocolError`` naming the server, then the read stream
+    ends, so every pending call learns the connection is gone. The server is stopped when the
+    block ends (stdin closed, then SIGTERM, then SIGKILL, each after a bounded wait), and ends
+    ``HOST_GONE_GRACE`` seconds after the host process dies, however it dies.
+    """
+    env = get_default_environment() | (params.env or {})
+    command: str | None = params.command
+    if params.cwd is not None and os.sep in params.command:
+        command = os.path.join(params.cwd, params.command)  # as exec would, after the chdir
+    command = shutil.which(command, path=env.get("PATH"))
+    if command is None:
+        raise FileNotFoundError(
+            errno.ENOENT, f"MCP server {name!r}: no executable {params.command!r} on its PATH"
+        )
+    process = await asyncio.create_subprocess_exec(
+        # Through the reaper, which ends the server once the host is gone (see _reaper.py).
+        *(sys.executable, "-I", "-S", str(_REAPER), str(HOST_GONE_GRACE), command),
+        *params.args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+        cwd=params.cwd,
+        start_new_session=True,  # its own process group, so the whole tree can be stopped
+    )
+    to_session, read = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write, from_session = anyio.create_memory_object_stream[SessionMessage](0)
+    assert process.stdin and process.stdout and process.stderr
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(
+                _pump_stdout, process.stdout, to_session, name, max_line_bytes, on_failure
+            )
+            tg.start_soon(_pump_stdin, process.stdin, from_session, to_session)
+            tg.start_soon(_pump_stderr, process.stderr, name)
+            try:
+                yield read, write
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await _stop(process)
+                tg.cancel_scope.cancel()
+    finally:
+        for stream in (read, write, to_session, from_session):
+            stream.close()
+
+
+async def _pump_stdout(
+    stdout: asyncio.StreamReader,
+    to_session: MemoryObjectSendStream[SessionMessage | Exception],
+    name: str,
+    limit: int,
+    on_failure: Callable[[ProtocolError], None],
+) -> None:
+    async with to_session, contextlib.aclosing(_lines(stdout, name, limit)) as lines:
+        try:
+            async for line in lines:
+                message = _parse(line, name)
+                try:
+                    await to_session.send(message)
+                except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    return  # the session is gone
+        except ProtocolError as failure:
+            on_failure(failure)
+
+
+async def _lines(stream: asyncio.StreamReader, name: str, limit: int) -> AsyncGenerator[bytes]:
+    """The stream's newline-ended lines; a partial line at the end is dropped."""
+    buffer = bytearray()
+    while chunk := await stream.read(_CHUNK):
+        scanned = len(buffer)
+        buffer += chunk
+        while (end := buffer.find(b"\n", scanned)) >= 0:
+            if 0 < limit < end:
+                break
+            yield bytes(buffer[:end])
+            del buffer[: end + 1]
+            scanned = 0
+        else:
+            if not 0 < limit < len(buffer):
+                continue
+        raise ProtocolError(
+            f"MCP server {name!r} wrote a line of more than {limit} bytes on stdout; "
+            "the session is closed"
+        )
+
+
+def _parse(line: bytes, name: str) -> SessionMessage | Exception:
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProtocolError(
+            f"MCP server {name!r} wrote bytes that are not UTF-8 on stdout "
+            f"({exc.reason} at byte {exc.start} of a line); the session is closed"
+        ) from exc
+    try:
+        return SessionMessage(types.jsonrpc_message_adapter.validate_json(text, by_name=False))
+    except ValueError as exc:
+        # As the SDK does: a line that is not a message is reported to the session, not fatal.
+        return exc
+
+
+async def _pump_stdin(
+    stdin: asyncio.StreamWriter,
+    from_session: MemoryObjectReceiveStream[SessionMessage],
+    to_session: MemoryObjectSendStream[SessionMessage | Exception],
+) -> None:
+    try:
+        async with from_session:
+            async for item in from_session:
+                data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+                stdin.write(data.encode() + b"\n")
+                await stdin.drain()
+    except (ConnectionError, OSError, anyio.ClosedResourceError, anyio.BrokenResourceError):
+        # The server stopped reading: end the session's read side so no call waits for ever.
+        await to_session.aclose()
+
+
+async def _pump_stderr(stderr: asyncio.StreamReader, name: str) -> None:
+    """Copy the server's stderr to ours, one prefixed and escaped line at a time."""
+    buffer = bytearray()
+    cut = False
+    while chunk := await stderr.read(_CHUNK):
+        buffer += chunk
+        while (end := buffer.find(b"\n")) >= 0:
+            if not cut:
+                _show(name, bytes(buffer[:end]))
+            cut = False
+            del buffer[: end + 1]
+        if len(buffer) > _STDERR_LINE_CHARS and not cut:
+            _show(name, bytes(buffer), cut=True)
+            cut = True
+        if cut:
+            buffer.clear()
+    if buffer and not cut:
+        _show(name, bytes(buffer))
+
+
+def _show(name: str, line: bytes, *, cut: bool = False) -> None:
+    text = line.decode("utf-8", "backslashreplace").removesuffix("\r")
+    if len(text) > _STDERR_LINE_CHARS:
+        text, cut = text[:_STDERR_LINE_CHARS], True
+    shown = escape_for_terminal(text) + (" [line cut]" if cut else "")
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(f"[{escape_for_terminal(name)}] {shown}\n")
+        sys.stderr.flush()
+
+
+async def _stop(process: asyncio.subprocess.Process) -> None:
+    """Close stdin, then SIGTERM, then SIGKILL the server's process group; every wait bounded."""
+    assert process.stdin is not None
+    with contextlib.suppress(OSError, RuntimeError):
+        process.stdin.close()
+    for sig in (None, signal.SIGTERM, signal.SIGKILL):
+        if sig is not None:
+            with contextlib.suppress(OSError):
+                os.killpg(process.pid, sig)
+        with anyio.move_on_after(_EXIT_GRACE):
+            # Polled, not process.wait(): that also waits for the pipes, which a grandchild
+            # that inherited them may hold open after the server itself has exited.
+            while process.returncode is None:  # noqa: ASYNC110
+                await anyio.sleep(0.01)
+        if process.returncode is not None:
+            break
+    # Pipes a pump stopped reading never see their end, so asyncio would not close them.
+    transport = getattr(process, "_transport", None)
+    if transport is not None:
+        transport.close()
