@@ -93,10 +93,10 @@ async def stdio_transport(
     ``HOST_GONE_GRACE`` seconds after the host process dies, however it dies.
     """
     env = get_default_environment() | (params.env or {})
-    command: str | None = params.command
-    if params.cwd is not None and os.sep in params.command:
-        command = os.path.join(params.cwd, params.command)  # as exec would, after the chdir
-    command = shutil.which(command, path=env.get("PATH"))
+    named = params.command
+    if params.cwd is not None and os.sep in named:
+        named = os.path.join(params.cwd, named)  # as exec would, after the chdir
+    command = shutil.which(named, path=env.get("PATH"))
     if command is None:
         raise FileNotFoundError(
             errno.ENOENT, f"MCP server {name!r}: no executable {params.command!r} on its PATH"
