@@ -10,11 +10,10 @@ from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-import structlog
-
 from runtime.errors import ConfigError
 from runtime.journal import Journal
 from runtime.journal.migrate import sqlite_path
+from runtime.logs import get_logger
 from runtime.result import RunStatus
 
 __all__ = [
@@ -95,7 +94,7 @@ class Invocation:
         self.prog = prog
         self.environ = environ
         self.stdout = stdout
-        self.log = structlog.get_logger("runtime.cli")
+        self.log = get_logger("runtime.cli")
 
     @property
     def db(self) -> str:

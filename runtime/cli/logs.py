@@ -1,4 +1,5 @@
-"""Logging for the CLI: structlog to stderr, console lines on a terminal and JSON lines otherwise.
+"""Logging for the CLI: a stdlib handler on stderr for bide's loggers, console lines on a terminal
+and JSON lines otherwise (structlog's ProcessorFormatter renders them).
 
 The runtime's events (``turn_recorded``, ``tool_started`` ...) are the progress lines. Each known
 event gets a short sentence: on the console it replaces the event name; in JSON it is added as
@@ -7,6 +8,7 @@ event gets a short sentence: on the console it replaces the event name; in JSON 
 
 from __future__ import annotations
 
+import logging
 import string
 import sys
 from collections.abc import Iterator, MutableMapping
@@ -17,7 +19,10 @@ import structlog
 
 from runtime.timeline import printable
 
-__all__ = ["configured"]
+__all__ = ["LOGGERS", "configured", "formatter"]
+
+LOGGERS = ("runtime", "adapters")
+"""The package loggers the CLI prints: every module logger of bide is below one of them."""
 
 # What each event says; fields named here are consumed on the console (they are in the sentence).
 SENTENCES: dict[str, str] = {
@@ -83,15 +88,38 @@ def _fields(template: str) -> list[str]:
 
 @contextmanager
 def configured(*, level: int, fmt: str, stream: TextIO | None = None) -> Iterator[None]:
-    """Configure structlog for one CLI invocation and restore what was there after it.
+    """Print bide's log events on ``stream`` (default stderr) for one CLI invocation, then put
+    the ``runtime`` and ``adapters`` loggers back as they were.
 
-    ``fmt`` is ``console``, ``json`` or ``auto`` (console when ``stream`` is a terminal).
+    ``fmt`` is ``console``, ``json`` or ``auto`` (console when ``stream`` is a terminal). Only
+    bide's own loggers get the handler: other libraries' records are theirs to configure.
     """
     stream = stream if stream is not None else sys.stderr
-    tty = stream.isatty()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(formatter(fmt, tty=stream.isatty()))
+    saved = []
+    for name in LOGGERS:
+        logger = logging.getLogger(name)
+        saved.append((logger, logger.level, logger.propagate))
+        logger.addHandler(handler)
+        logger.setLevel(level)
+        logger.propagate = False
+    try:
+        yield
+    finally:
+        for logger, was_level, was_propagating in saved:
+            logger.removeHandler(handler)
+            logger.setLevel(was_level)
+            logger.propagate = was_propagating
+        with suppress(Exception):  # a closed or broken stream: nothing left to say on it
+            handler.flush()
+
+
+def formatter(fmt: str, *, tty: bool) -> logging.Formatter:
+    """The stdlib formatter the CLI renders with: console lines, or JSON lines."""
     console = fmt == "console" or (fmt == "auto" and tty)
     shared: list[Any] = [
-        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.ProcessorFormatter.remove_processors_meta,
         structlog.processors.add_log_level,
         _sentence,
     ]
@@ -108,14 +136,8 @@ def configured(*, level: int, fmt: str, stream: TextIO | None = None) -> Iterato
             structlog.processors.format_exc_info,
             structlog.processors.JSONRenderer(),
         ]
-    previous = structlog.get_config()
-    structlog.configure(
-        processors=[*shared, *renderer],
-        wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(stream),
-        cache_logger_on_first_use=False,
+    # Records from plain stdlib loggers under runtime/adapters get the same treatment.
+    foreign: list[Any] = [structlog.contextvars.merge_contextvars]
+    return structlog.stdlib.ProcessorFormatter(
+        processors=[*shared, *renderer], foreign_pre_chain=foreign
     )
-    try:
-        yield
-    finally:
-        structlog.configure(**previous)
