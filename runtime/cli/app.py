@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import logging
 import os
+import sqlite3
 import sys
 import traceback
 from collections.abc import Callable, Coroutine, Sequence
@@ -15,7 +16,8 @@ from runtime import faults
 from runtime.cli import console, demo, drive, maintenance, people, verbs, verify, view
 from runtime.cli.base import EXIT_ERROR, EXIT_USAGE, Command, Failure, Invocation
 from runtime.cli.logs import configured
-from runtime.errors import BideError, ConfigError, SchemaError
+from runtime.errors import BideError, ConfigError, SchemaError, StorageError
+from runtime.journal.migrate import damage, sqlite_path
 
 __all__ = ["COMMANDS", "main"]
 
@@ -147,6 +149,8 @@ def _report(invocation: Invocation, exc: Exception, *, verbose: bool) -> int:
         message, code = exc.message, exc.code
     elif isinstance(exc, ConfigError | SchemaError):
         message, code = str(exc), EXIT_USAGE
+    elif isinstance(exc, StorageError) and (found := _damage(invocation, exc)) is not None:
+        message, code = found, EXIT_USAGE
     elif isinstance(exc, BideError):
         message, code = f"{type(exc).__name__}: {exc}", EXIT_ERROR
     else:
@@ -162,6 +166,19 @@ def _report(invocation: Invocation, exc: Exception, *, verbose: bool) -> int:
         )
     print(f"bide: error: {' '.join(message.split())}", file=sys.stderr)
     return code
+
+
+def _damage(invocation: Invocation, exc: StorageError) -> str | None:
+    """After a storage error: whether the journal file itself is damaged, said in one line."""
+    try:
+        path = sqlite_path(invocation.db)
+    except BideError:
+        return None
+    found = damage(path) if os.path.isfile(path) else None
+    if found is None:
+        return None
+    said = exc.__cause__ if isinstance(exc.__cause__, sqlite3.DatabaseError) else found
+    return f"{path} is not a bide journal or is damaged (sqlite: {said})"
 
 
 def _kind(exc: Exception, code: int) -> str:
