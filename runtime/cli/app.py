@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import sqlite3
@@ -14,7 +15,7 @@ from typing import Any, NoReturn
 
 from runtime import faults
 from runtime.cli import console, demo, drive, maintenance, people, verbs, verify, view
-from runtime.cli.base import EXIT_ERROR, EXIT_USAGE, Command, Failure, Invocation
+from runtime.cli.base import EXIT_ERROR, EXIT_PIPE, EXIT_USAGE, Command, Failure, Invocation
 from runtime.cli.logs import configured
 from runtime.errors import BideError, ConfigError, SchemaError, StorageError
 from runtime.journal.migrate import damage, sqlite_path
@@ -39,7 +40,8 @@ killed at any moment resumes where it stopped, and a side effect whose outcome i
 the run instead of firing twice.
 
 exit codes: 0 completed, 1 failed or error, 2 usage or configuration error, 3 waiting,
-4 halted, 5 cancelled. The journal is --db, else $BIDE_DB, else ./bide.db.
+4 halted, 5 cancelled (141: stdout was closed early, as by `| head`). The journal is --db,
+else $BIDE_DB, else ./bide.db.
 """
 
 EXAMPLE = """\
@@ -140,8 +142,24 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "bide") -> int:
         except KeyboardInterrupt:
             print("bide: interrupted", file=sys.stderr)
             return 130
+        except BrokenPipeError:
+            return _stdout_closed()
         except Exception as exc:
-            return _report(invocation, exc, verbose=verbose)
+            try:
+                return _report(invocation, exc, verbose=verbose)
+            except BrokenPipeError:
+                return _stdout_closed()
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout went away (``show --json | head``): say nothing more, and exit as a
+    process killed by SIGPIPE reads in a shell. What is still buffered goes to /dev/null, so
+    the interpreter's last flush does not fail either."""
+    with contextlib.suppress(OSError, ValueError):  # no real file descriptor (tests capture)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return EXIT_PIPE
 
 
 def _report(invocation: Invocation, exc: Exception, *, verbose: bool) -> int:

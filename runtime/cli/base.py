@@ -21,6 +21,7 @@ __all__ = [
     "EXIT_ERROR",
     "EXIT_HALTED",
     "EXIT_OK",
+    "EXIT_PIPE",
     "EXIT_USAGE",
     "EXIT_WAITING",
     "Command",
@@ -35,6 +36,7 @@ EXIT_USAGE = 2  # a usage or configuration error: fix the command, the agent or 
 EXIT_WAITING = 3
 EXIT_HALTED = 4
 EXIT_CANCELLED = 5
+EXIT_PIPE = 141  # stdout's reader went away (`| head`): what a shell reports for SIGPIPE
 
 _BY_STATUS = {
     RunStatus.COMPLETED: EXIT_OK,

@@ -19,7 +19,7 @@ import structlog
 
 from runtime.timeline import printable
 
-__all__ = ["LOGGERS", "configured", "formatter"]
+__all__ = ["LOGGERS", "RESOLVED", "configured", "formatter"]
 
 LOGGERS = ("runtime", "adapters")
 """The package loggers the CLI prints: every module logger of bide is below one of them."""
@@ -40,7 +40,8 @@ SENTENCES: dict[str, str] = {
     "drive_stopped": "stopped: {error}",
     "run_waiting": "{tool} call {call_id} waits for {kind}",
     "approval_decided": "the gate on call {call_id} is {outcome}",
-    "decision_recorded": "{approver}'s decision on call {call_id} recorded: {outcome}",
+    "decision_recorded": "{approver}'s decision on call {call_id} recorded: {decision}, "
+    "{counted}; the gate: {outcome}",
     "waiting_for": "waiting for {what}",
     "run_halted": "halted on {call_id} {tool}: find out whether it acted, then {next}",
     "run_failed": "failed: {error}",
@@ -48,6 +49,13 @@ SENTENCES: dict[str, str] = {
     "call_resolved": "call {call_id} resolved: {outcome}",
     "run_cancel_requested": "cancel requested",
 }
+
+
+# A resolution's outcome as the operator typed it (`resolve --succeeded`), not as it is stored.
+RESOLVED = {"value": "succeeded", "error": "failed", "not_executed": "not executed"}
+
+# Fields a sentence is made from without naming them: the console drops them with the rest.
+_FOLDED: dict[str, tuple[str, ...]] = {"decision_recorded": ("approve", "counts")}
 
 
 def _sentence(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> Any:
@@ -59,6 +67,12 @@ def _sentence(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> Any:
     if name == "turn_recorded":
         calls = event.get("tool_calls", 0)
         fields.setdefault("what", "final answer" if not calls else f"{calls} tool call(s)")
+    elif name == "decision_recorded":
+        # The person's own decision; `outcome` is the gate's, which other decisions may make.
+        fields["decision"] = "approve" if event.get("approve") else "deny"
+        fields["counted"] = "counted" if event.get("counts") else "not counted"
+    elif name == "call_resolved":
+        fields["outcome"] = RESOLVED.get(str(event.get("outcome")), event.get("outcome"))
     with suppress(KeyError, ValueError, IndexError):  # a field missing: keep the bare event
         event["message"] = template.format_map(fields)
     return event
@@ -70,7 +84,8 @@ def _console_event(_logger: Any, _name: str, event: MutableMapping[str, Any]) ->
         template = SENTENCES[str(event["event"])]
         # The console serves one operator watching one run: the sentence says it all, except
         # a write that lost to another driver (won=False), which is worth seeing.
-        for field in ("tool_calls", "run_id", *_fields(template)):
+        folded = _FOLDED.get(str(event["event"]), ())
+        for field in ("tool_calls", "run_id", *folded, *_fields(template)):
             event.pop(field, None)
         if event.get("won") is True:
             del event["won"]
