@@ -113,7 +113,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
             description=command.description,
             epilog="example:\n" + command.example.format(prog=prog),
             formatter_class=argparse.RawDescriptionHelpFormatter,
-            parents=[common],
+            parents=[common] if command.common else [],
         )
         command.arguments(sub)
         sub.set_defaults(handler=command.handler)

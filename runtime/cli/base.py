@@ -71,6 +71,8 @@ class Command:
 
     ``example`` is shown by ``--help`` under the description; ``{prog}`` in it is replaced by how
     the CLI was invoked (``bide`` or ``python -m runtime``). The handler returns the exit code.
+    A command with ``common=False`` declares every option it takes itself (they still parse
+    before the command name).
     """
 
     name: str
@@ -79,6 +81,8 @@ class Command:
     example: str
     arguments: Callable[[argparse.ArgumentParser], None]
     handler: Callable[[Invocation], Coroutine[Any, Any, int]]
+    common: bool = True
+    """Whether the command takes the common options (--db, -v, -q, --log-format) after its name."""
 
 
 class Invocation:
