@@ -55,7 +55,7 @@ SENTENCES: dict[str, str] = {
 RESOLVED = {"value": "succeeded", "error": "failed", "not_executed": "not executed"}
 
 # Fields a sentence is made from without naming them: the console drops them with the rest.
-_FOLDED: dict[str, tuple[str, ...]] = {"decision_recorded": ("approve", "counts")}
+_FOLDED: dict[str, tuple[str, ...]] = {"decision_recorded": ("approve", "counts", "reason", "new")}
 
 
 def _sentence(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> Any:
@@ -69,8 +69,16 @@ def _sentence(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> Any:
         fields.setdefault("what", "final answer" if not calls else f"{calls} tool call(s)")
     elif name == "decision_recorded":
         # The person's own decision; `outcome` is the gate's, which other decisions may make.
-        fields["decision"] = "approve" if event.get("approve") else "deny"
-        fields["counted"] = "counted" if event.get("counts") else "not counted"
+        if "decision" not in event:
+            fields["decision"] = "approve" if event.get("approve") else "deny"
+        reason = event.get("reason")
+        fields["counted"] = (
+            "counted"
+            if event.get("counts")
+            else f"not counted ({reason})"
+            if reason
+            else "not counted"
+        )
     elif name == "call_resolved":
         fields["outcome"] = RESOLVED.get(str(event.get("outcome")), event.get("outcome"))
     with suppress(KeyError, ValueError, IndexError):  # a field missing: keep the bare event

@@ -57,7 +57,7 @@ def test_a_denial_is_logged_as_the_persons_deny_not_as_the_gates_outcome(
     denied = cli("--db", str(db_path), "approve", "r", "c1", "--deny", "--by", "bob")
     assert denied.code == 0, denied.err
     event = denied.event("decision_recorded")
-    assert (event["approve"], event["counts"]) == (False, True)
+    assert (event["decision"], event["counts"]) == ("deny", True)
     assert event["message"].startswith("bob's decision on call c1 recorded: deny, counted")
 
 
