@@ -264,6 +264,10 @@ async def _mcp_tools(
         )
     except ConfigError as exc:
         raise ConfigError(f"{key}: {exc}") from exc
+    except OSError as exc:  # the server's command could not be started (no such file, ...)
+        raise ConfigError(
+            f"{key}: cannot start command {server.command!r}: {exc.strerror or exc}"
+        ) from exc
 
 
 def _limits(server: McpServerSpec) -> Mapping[str, int]:

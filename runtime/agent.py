@@ -30,6 +30,7 @@ from runtime.errors import (
 )
 from runtime.journal.journal import Journal
 from runtime.journal.store import unstorable
+from runtime.logs import get_logger
 from runtime.messages import AssistantTurn, Message, ToolResultMessage, UserMessage
 from runtime.model import Model
 from runtime.records import Appended
@@ -49,7 +50,7 @@ from runtime.tools import (
 
 __all__ = ["Agent"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _CANCELLED = object()
 """A call that did not start because the run was cancelled."""

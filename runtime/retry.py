@@ -14,16 +14,15 @@ import random
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-import structlog
-
 from runtime.errors import ConfigError, ModelError
+from runtime.logs import get_logger
 from runtime.messages import AssistantTurn, Message
 from runtime.model import Model
 from runtime.tools import ToolSpec
 
 __all__ = ["RetryPolicy", "RetryingModel"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _shared_random = random.Random()
 

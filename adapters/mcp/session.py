@@ -21,18 +21,18 @@ import anyio
 import anyio.abc
 import mcp_types as types
 import pydantic
-import structlog
 from mcp import ClientSession, MCPError
 from mcp.client.session import ClientRequestContext, IncomingMessage
 from mcp.client.subscriptions import ToolsListChanged, listen
 
 from adapters.mcp.elicitation import ElicitationAnswer, ElicitationRequest, ElicitationResolver
 from runtime.errors import ConfigError, ProtocolError, ToolError, ToolOutcomeUnknown
+from runtime.logs import get_logger
 from runtime.tools import Interrupted, ToolContext, safe_repr
 
 __all__ = ["MAX_INPUT_ROUNDS", "Session", "ToolListChangedCallback"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 ToolListChangedCallback: TypeAlias = Callable[[], Awaitable[None] | None]
 """Called with no arguments when the server says its tool list changed; may be async."""

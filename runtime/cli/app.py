@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
+import sqlite3
 import sys
 import traceback
 from collections.abc import Callable, Coroutine, Sequence
@@ -13,9 +15,10 @@ from typing import Any, NoReturn
 
 from runtime import faults
 from runtime.cli import console, demo, drive, maintenance, people, verbs, verify, view
-from runtime.cli.base import EXIT_ERROR, EXIT_USAGE, Command, Failure, Invocation
+from runtime.cli.base import EXIT_ERROR, EXIT_PIPE, EXIT_USAGE, Command, Failure, Invocation
 from runtime.cli.logs import configured
-from runtime.errors import BideError, ConfigError, SchemaError
+from runtime.errors import BideError, ConfigError, SchemaError, StorageError
+from runtime.journal.migrate import damage, sqlite_path
 
 __all__ = ["COMMANDS", "main"]
 
@@ -37,7 +40,8 @@ killed at any moment resumes where it stopped, and a side effect whose outcome i
 the run instead of firing twice.
 
 exit codes: 0 completed, 1 failed or error, 2 usage or configuration error, 3 waiting,
-4 halted, 5 cancelled. The journal is --db, else $BIDE_DB, else ./bide.db.
+4 halted, 5 cancelled (141: stdout was closed early, as by `| head`). The journal is --db,
+else $BIDE_DB, else ./bide.db.
 """
 
 EXAMPLE = """\
@@ -109,7 +113,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
             description=command.description,
             epilog="example:\n" + command.example.format(prog=prog),
             formatter_class=argparse.RawDescriptionHelpFormatter,
-            parents=[common],
+            parents=[common] if command.common else [],
         )
         command.arguments(sub)
         sub.set_defaults(handler=command.handler)
@@ -138,8 +142,24 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "bide") -> int:
         except KeyboardInterrupt:
             print("bide: interrupted", file=sys.stderr)
             return 130
+        except BrokenPipeError:
+            return _stdout_closed()
         except Exception as exc:
-            return _report(invocation, exc, verbose=verbose)
+            try:
+                return _report(invocation, exc, verbose=verbose)
+            except BrokenPipeError:
+                return _stdout_closed()
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout went away (``show --json | head``): say nothing more, and exit as a
+    process killed by SIGPIPE reads in a shell. What is still buffered goes to /dev/null, so
+    the interpreter's last flush does not fail either."""
+    with contextlib.suppress(OSError, ValueError):  # no real file descriptor (tests capture)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return EXIT_PIPE
 
 
 def _report(invocation: Invocation, exc: Exception, *, verbose: bool) -> int:
@@ -147,6 +167,8 @@ def _report(invocation: Invocation, exc: Exception, *, verbose: bool) -> int:
         message, code = exc.message, exc.code
     elif isinstance(exc, ConfigError | SchemaError):
         message, code = str(exc), EXIT_USAGE
+    elif isinstance(exc, StorageError) and (found := _damage(invocation, exc)) is not None:
+        message, code = found, EXIT_USAGE
     elif isinstance(exc, BideError):
         message, code = f"{type(exc).__name__}: {exc}", EXIT_ERROR
     else:
@@ -162,6 +184,19 @@ def _report(invocation: Invocation, exc: Exception, *, verbose: bool) -> int:
         )
     print(f"bide: error: {' '.join(message.split())}", file=sys.stderr)
     return code
+
+
+def _damage(invocation: Invocation, exc: StorageError) -> str | None:
+    """After a storage error: whether the journal file itself is damaged, said in one line."""
+    try:
+        path = sqlite_path(invocation.db)
+    except BideError:
+        return None
+    found = damage(path) if os.path.isfile(path) else None
+    if found is None:
+        return None
+    said = exc.__cause__ if isinstance(exc.__cause__, sqlite3.DatabaseError) else found
+    return f"{path} is not a bide journal or is damaged (sqlite: {said})"
 
 
 def _kind(exc: Exception, code: int) -> str:

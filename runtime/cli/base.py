@@ -10,11 +10,10 @@ from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-import structlog
-
 from runtime.errors import ConfigError
 from runtime.journal import Journal
 from runtime.journal.migrate import sqlite_path
+from runtime.logs import get_logger
 from runtime.result import RunStatus
 
 __all__ = [
@@ -22,6 +21,7 @@ __all__ = [
     "EXIT_ERROR",
     "EXIT_HALTED",
     "EXIT_OK",
+    "EXIT_PIPE",
     "EXIT_USAGE",
     "EXIT_WAITING",
     "Command",
@@ -36,6 +36,7 @@ EXIT_USAGE = 2  # a usage or configuration error: fix the command, the agent or 
 EXIT_WAITING = 3
 EXIT_HALTED = 4
 EXIT_CANCELLED = 5
+EXIT_PIPE = 141  # stdout's reader went away (`| head`): what a shell reports for SIGPIPE
 
 _BY_STATUS = {
     RunStatus.COMPLETED: EXIT_OK,
@@ -70,6 +71,8 @@ class Command:
 
     ``example`` is shown by ``--help`` under the description; ``{prog}`` in it is replaced by how
     the CLI was invoked (``bide`` or ``python -m runtime``). The handler returns the exit code.
+    A command with ``common=False`` declares every option it takes itself (they still parse
+    before the command name).
     """
 
     name: str
@@ -78,6 +81,8 @@ class Command:
     example: str
     arguments: Callable[[argparse.ArgumentParser], None]
     handler: Callable[[Invocation], Coroutine[Any, Any, int]]
+    common: bool = True
+    """Whether the command takes the common options (--db, -v, -q, --log-format) after its name."""
 
 
 class Invocation:
@@ -95,7 +100,7 @@ class Invocation:
         self.prog = prog
         self.environ = environ
         self.stdout = stdout
-        self.log = structlog.get_logger("runtime.cli")
+        self.log = get_logger("runtime.cli")
 
     @property
     def db(self) -> str:

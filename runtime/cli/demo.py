@@ -1,15 +1,15 @@
 """``demo``: a crash right after a charge, a resume that halts instead of charging again, a
 reconciler that resolves the halt from the ledger, and a run that completes with one charge.
 
-It drives ``examples/payments.py`` through the real CLI in child processes, so what it prints is
-what an operator would type and see. No network, no API key.
+It drives the payments agent shipped in ``runtime._demo`` (``examples/payments.py`` in the
+repository) through the real CLI in child processes, so what it prints is what an operator would
+type and see. No network, no API key, no source checkout.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import os
 import shlex
 import signal
@@ -18,9 +18,9 @@ import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 
 import runtime
+from runtime._demo import payments
 from runtime.cli.base import EXIT_HALTED, EXIT_USAGE, Command, Failure, Invocation
 from runtime.journal import Journal
 from runtime.journal.migrate import sqlite_path
@@ -28,7 +28,7 @@ from runtime.timeline import render, timeline
 
 __all__ = ["COMMANDS"]
 
-SPEC = "examples.payments:make_agent"
+SPEC = "runtime._demo.payments:make_agent"
 INPUT = "Charge ann 12.00 for the May invoice"
 CRASH = "tool.after_call@3"  # lookup_customer, save_note, then charge_card: killed after it
 CHILD_TIMEOUT_S = 120
@@ -42,14 +42,12 @@ class _Child:
 
 
 class _Demo:
-    def __init__(self, inv: Invocation, checkout: Path, db: Path, ledger: Path):
+    def __init__(self, inv: Invocation, db: Path, ledger: Path):
         self.inv = inv
-        self.checkout = checkout
         self.db = db
         self.ledger_path = ledger
         self.run_id = f"demo-{uuid.uuid4().hex[:6]}"
-        self.payments = _import_payments(checkout)
-        self.ledger = self.payments.PaymentsLedger(str(ledger))
+        self.ledger = payments.PaymentsLedger(str(ledger))
 
     def say(self, text: str = "") -> None:
         self.inv.out(text)
@@ -64,9 +62,9 @@ class _Demo:
         if crash:
             env["BIDE_CRASH"] = crash
         env["PAYMENTS_LEDGER"] = str(self.ledger_path)
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(self.checkout), env.get("PYTHONPATH")) if p
-        )
+        # The children import this very bide, wherever it was imported from.
+        home = str(Path(runtime.__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (home, env.get("PYTHONPATH")) if p)
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
@@ -103,7 +101,7 @@ class _Demo:
         say("bide demo: an agent charges a card, and its process is killed right after the charge.")
         say()
         say(f"  journal  {self.db}")
-        say(f"  ledger   {self.ledger_path}  (the payments provider of examples/payments.py)")
+        say(f"  ledger   {self.ledger_path}  (the payments provider of the demo's agent)")
         say()
         say("1. Run the payments agent. BIDE_CRASH arms a crash point: the process SIGKILLs")
         say("   itself right after the charge returns, before its result reaches the journal.")
@@ -124,12 +122,13 @@ class _Demo:
         self.expect(self.charges() == 1, f"{self.charges()} charges after resume, not 1")
         say(f"   -> exit {child.code}, halted. The ledger still holds 1 charge.")
         say()
-        say("3. Reconcile. The reconciler in examples/payments.py looks the charge up in the")
-        say("   ledger by the call's idempotency key (the charge stored it) and resolves the halt")
-        say("   (by hand: `resolve RUN_ID CALL_ID --succeeded JSON --evidence TEXT`).")
+        say("3. Reconcile. The agent's reconciler (`reconcile` in examples/payments.py) looks")
+        say("   the charge up in the ledger by the call's idempotency key (the charge stored it)")
+        say("   and resolves the halt (by hand: `resolve RUN_ID CALL_ID --succeeded JSON")
+        say("   --evidence TEXT`).")
         say()
         async with Journal(self.db, migrate=False) as journal:
-            decided = await self.payments.reconcile(journal, self.run_id, self.ledger)
+            decided = await payments.reconcile(journal, self.run_id, self.ledger)
         self.expect(bool(decided), "the reconciler found no halted charge")
         for line in decided:
             say(f"   -> {line}")
@@ -160,30 +159,17 @@ class _Demo:
         return 0
 
 
-def _checkout() -> Path:
-    root = Path(runtime.__file__).resolve().parent.parent
-    if not (root / "examples" / "payments.py").is_file():
-        raise Failure(
-            "the demo runs examples/payments.py from a bide source checkout, and there is none "
-            f"beside {Path(runtime.__file__).parent} (install bide with `pip install -e .` "
-            "from a clone)",
-            EXIT_USAGE,
-        )
-    return root
-
-
-def _import_payments(checkout: Path) -> ModuleType:
-    if str(checkout) not in sys.path:
-        sys.path.insert(0, str(checkout))
-    return importlib.import_module(SPEC.partition(":")[0])
-
-
 def _demo_arguments(parser: argparse.ArgumentParser) -> None:
-    del parser  # --db (keep the journal there) is a common option
+    parser.add_argument(
+        "--db",
+        metavar="PATH",
+        default=argparse.SUPPRESS,
+        help="keep the demo's journal at PATH and its payments ledger beside it (both must not "
+        "exist yet); default: a temporary directory, removed afterwards. Never $BIDE_DB.",
+    )
 
 
 async def _demo(inv: Invocation) -> int:
-    checkout = _checkout()
     given = getattr(inv.args, "db", None)  # never $BIDE_DB: the demo must not touch real runs
     if given:
         db = Path(sqlite_path(given))
@@ -191,10 +177,10 @@ async def _demo(inv: Invocation) -> int:
         for path in (db, ledger):
             if path.exists():
                 raise Failure(f"demo: {path} exists; the demo starts afresh", EXIT_USAGE)
-        return await _Demo(inv, checkout, db, ledger).go()
+        return await _Demo(inv, db, ledger).go()
     with tempfile.TemporaryDirectory(prefix="bide-demo-") as tmp:
         here = Path(tmp)
-        return await _Demo(inv, checkout, here / "bide.db", here / "payments-ledger.db").go()
+        return await _Demo(inv, here / "bide.db", here / "payments-ledger.db").go()
 
 
 COMMANDS = (
@@ -202,7 +188,8 @@ COMMANDS = (
         name="demo",
         summary="watch a crash after a charge end in exactly one charge (no network, no key)",
         description=(
-            "Run examples/payments.py in a fresh journal (a temporary directory; --db keeps it):\n"
+            "Run the payments agent (examples/payments.py) in a fresh journal (a temporary\n"
+            "directory; --db keeps it):\n"
             "the agent's process is killed right after it charges a card, `resume` halts instead\n"
             "of charging again, a reconciler resolves the halt from the ledger, and a last\n"
             "`resume` completes the run. Prints each step and the run's timeline."
@@ -210,5 +197,6 @@ COMMANDS = (
         example="  {prog} demo\n  {prog} demo --db ./demo.db   # keep the journal and ledger",
         arguments=_demo_arguments,
         handler=_demo,
+        common=False,  # its --db is its own; the journal options of other commands do not apply
     ),
 )

@@ -30,7 +30,9 @@ def _run_arguments(parser: argparse.ArgumentParser) -> None:
         "yielding one (the current directory is importable). Journaled with the run.",
     )
     parser.add_argument(
-        "--run-id", metavar="ID", help="the run's id (default: a new one, printed on stderr)"
+        "--run-id",
+        metavar="ID",
+        help="the run's id (default: a new one, named on stderr, even with -q)",
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     parser.add_argument("input", metavar="INPUT", help="the run's input text ('-' reads stdin)")
@@ -54,6 +56,10 @@ async def _run(inv: Invocation) -> int:
     # The agent first: a spec that does not import leaves no new journal file behind.
     async with open_agent(spec) as agent, inv.journal(create=True) as journal:
         inv.log.info("run_started", run_id=run_id, agent=spec)
+        if not args.run_id and getattr(args, "quiet", False):
+            # -q hides run_started; a made-up id must still reach the operator, or the run is
+            # lost to them.
+            print(f"bide: run id {run_id}", file=sys.stderr)
         drive = agent.run(run_id, text, journal=journal, spec=journaled_spec(spec))
         return await _drive(inv, run_id, spec, drive)
 

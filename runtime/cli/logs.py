@@ -1,4 +1,5 @@
-"""Logging for the CLI: structlog to stderr, console lines on a terminal and JSON lines otherwise.
+"""Logging for the CLI: a stdlib handler on stderr for bide's loggers, console lines on a terminal
+and JSON lines otherwise (structlog's ProcessorFormatter renders them).
 
 The runtime's events (``turn_recorded``, ``tool_started`` ...) are the progress lines. Each known
 event gets a short sentence: on the console it replaces the event name; in JSON it is added as
@@ -7,6 +8,7 @@ event gets a short sentence: on the console it replaces the event name; in JSON 
 
 from __future__ import annotations
 
+import logging
 import string
 import sys
 from collections.abc import Iterator, MutableMapping
@@ -17,7 +19,10 @@ import structlog
 
 from runtime.timeline import printable
 
-__all__ = ["configured"]
+__all__ = ["LOGGERS", "RESOLVED", "configured", "formatter"]
+
+LOGGERS = ("runtime", "adapters")
+"""The package loggers the CLI prints: every module logger of bide is below one of them."""
 
 # What each event says; fields named here are consumed on the console (they are in the sentence).
 SENTENCES: dict[str, str] = {
@@ -35,7 +40,8 @@ SENTENCES: dict[str, str] = {
     "drive_stopped": "stopped: {error}",
     "run_waiting": "{tool} call {call_id} waits for {kind}",
     "approval_decided": "the gate on call {call_id} is {outcome}",
-    "decision_recorded": "{approver}'s decision on call {call_id} recorded: {outcome}",
+    "decision_recorded": "{approver}'s decision on call {call_id} recorded: {decision}, "
+    "{counted}; the gate: {outcome}",
     "waiting_for": "waiting for {what}",
     "run_halted": "halted on {call_id} {tool}: find out whether it acted, then {next}",
     "run_failed": "failed: {error}",
@@ -43,6 +49,13 @@ SENTENCES: dict[str, str] = {
     "call_resolved": "call {call_id} resolved: {outcome}",
     "run_cancel_requested": "cancel requested",
 }
+
+
+# A resolution's outcome as the operator typed it (`resolve --succeeded`), not as it is stored.
+RESOLVED = {"value": "succeeded", "error": "failed", "not_executed": "not executed"}
+
+# Fields a sentence is made from without naming them: the console drops them with the rest.
+_FOLDED: dict[str, tuple[str, ...]] = {"decision_recorded": ("approve", "counts", "reason", "new")}
 
 
 def _sentence(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> Any:
@@ -54,6 +67,20 @@ def _sentence(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> Any:
     if name == "turn_recorded":
         calls = event.get("tool_calls", 0)
         fields.setdefault("what", "final answer" if not calls else f"{calls} tool call(s)")
+    elif name == "decision_recorded":
+        # The person's own decision; `outcome` is the gate's, which other decisions may make.
+        if "decision" not in event:
+            fields["decision"] = "approve" if event.get("approve") else "deny"
+        reason = event.get("reason")
+        fields["counted"] = (
+            "counted"
+            if event.get("counts")
+            else f"not counted ({reason})"
+            if reason
+            else "not counted"
+        )
+    elif name == "call_resolved":
+        fields["outcome"] = RESOLVED.get(str(event.get("outcome")), event.get("outcome"))
     with suppress(KeyError, ValueError, IndexError):  # a field missing: keep the bare event
         event["message"] = template.format_map(fields)
     return event
@@ -65,7 +92,8 @@ def _console_event(_logger: Any, _name: str, event: MutableMapping[str, Any]) ->
         template = SENTENCES[str(event["event"])]
         # The console serves one operator watching one run: the sentence says it all, except
         # a write that lost to another driver (won=False), which is worth seeing.
-        for field in ("tool_calls", "run_id", *_fields(template)):
+        folded = _FOLDED.get(str(event["event"]), ())
+        for field in ("tool_calls", "run_id", *folded, *_fields(template)):
             event.pop(field, None)
         if event.get("won") is True:
             del event["won"]
@@ -83,15 +111,38 @@ def _fields(template: str) -> list[str]:
 
 @contextmanager
 def configured(*, level: int, fmt: str, stream: TextIO | None = None) -> Iterator[None]:
-    """Configure structlog for one CLI invocation and restore what was there after it.
+    """Print bide's log events on ``stream`` (default stderr) for one CLI invocation, then put
+    the ``runtime`` and ``adapters`` loggers back as they were.
 
-    ``fmt`` is ``console``, ``json`` or ``auto`` (console when ``stream`` is a terminal).
+    ``fmt`` is ``console``, ``json`` or ``auto`` (console when ``stream`` is a terminal). Only
+    bide's own loggers get the handler: other libraries' records are theirs to configure.
     """
     stream = stream if stream is not None else sys.stderr
-    tty = stream.isatty()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(formatter(fmt, tty=stream.isatty()))
+    saved = []
+    for name in LOGGERS:
+        logger = logging.getLogger(name)
+        saved.append((logger, logger.level, logger.propagate))
+        logger.addHandler(handler)
+        logger.setLevel(level)
+        logger.propagate = False
+    try:
+        yield
+    finally:
+        for logger, was_level, was_propagating in saved:
+            logger.removeHandler(handler)
+            logger.setLevel(was_level)
+            logger.propagate = was_propagating
+        with suppress(Exception):  # a closed or broken stream: nothing left to say on it
+            handler.flush()
+
+
+def formatter(fmt: str, *, tty: bool) -> logging.Formatter:
+    """The stdlib formatter the CLI renders with: console lines, or JSON lines."""
     console = fmt == "console" or (fmt == "auto" and tty)
     shared: list[Any] = [
-        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.ProcessorFormatter.remove_processors_meta,
         structlog.processors.add_log_level,
         _sentence,
     ]
@@ -108,14 +159,8 @@ def configured(*, level: int, fmt: str, stream: TextIO | None = None) -> Iterato
             structlog.processors.format_exc_info,
             structlog.processors.JSONRenderer(),
         ]
-    previous = structlog.get_config()
-    structlog.configure(
-        processors=[*shared, *renderer],
-        wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(stream),
-        cache_logger_on_first_use=False,
+    # Records from plain stdlib loggers under runtime/adapters get the same treatment.
+    foreign: list[Any] = [structlog.contextvars.merge_contextvars]
+    return structlog.stdlib.ProcessorFormatter(
+        processors=[*shared, *renderer], foreign_pre_chain=foreign
     )
-    try:
-        yield
-    finally:
-        structlog.configure(**previous)

@@ -18,11 +18,19 @@ def _migrate_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="change nothing; exit 2 unless the schema is this bide's revision",
     )
+    parser.add_argument(
+        "--allow-foreign",
+        action="store_true",
+        help="add bide's tables to a database that holds other programs' tables (refused "
+        "otherwise)",
+    )
 
 
 async def _migrate(inv: Invocation) -> int:
     path = sqlite_path(inv.db)
-    await asyncio.to_thread(ensure_schema, path, migrate=not inv.args.check)
+    await asyncio.to_thread(
+        ensure_schema, path, migrate=not inv.args.check, allow_foreign=inv.args.allow_foreign
+    )
     inv.out(f"journal {path} is at schema revision {schema.HEAD_REVISION}")
     return 0
 
@@ -34,7 +42,8 @@ COMMANDS = (
         description=(
             "Create the journal, or upgrade its schema to the revision this bide needs. Safe to\n"
             "run while other processes use the file, and again (it does nothing when current).\n"
-            "A journal written by a newer bide is refused. With --check, nothing is changed."
+            "A journal written by a newer bide is refused, and so is a database that holds\n"
+            "other tables (unless --allow-foreign). With --check, nothing is changed."
         ),
         example="  {prog} migrate --db /var/lib/bide/bide.db\n  {prog} migrate --check",
         arguments=_migrate_arguments,

@@ -203,24 +203,48 @@ def _keygen_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", metavar="FILE", required=True, help="the private key file to write"
     )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing FILE and FILE.pub (a symlink is replaced, never followed)",
+    )
 
 
 async def _keygen(inv: Invocation) -> int:
     out = Path(inv.args.out)
-    if out.exists():
-        raise Failure(f"{out} exists; keygen never overwrites a key", EXIT_USAGE)
+    pub = Path(f"{out}.pub")
+    for path in (out, pub):
+        if not os.path.lexists(path):
+            continue
+        if not inv.args.force:
+            kind = "is a symlink" if path.is_symlink() else "exists"
+            raise Failure(
+                f"{path} {kind}; keygen never overwrites a key (--force replaces it)", EXIT_USAGE
+            )
+        if path.is_dir() and not path.is_symlink():
+            raise Failure(f"{path} is a directory", EXIT_USAGE)
     key = Ed25519PrivateKey.generate()
     pem = key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
     public = base64.b64encode(key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw))
-    # Created private (0600) from the start, never readable by others even for a moment.
-    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(pem)
-    Path(f"{out}.pub").write_text(public.decode("ascii") + "\n")
+    # Created private (0600) from the start, never readable by others even for a moment; both
+    # files are new inodes (O_EXCL), so a symlink planted at either name is never written through.
+    _write_new(out, pem, 0o600, replace=inv.args.force)
+    _write_new(pub, public + b"\n", 0o644, replace=inv.args.force)
     inv.out(f"private key: {out} (keep it secret)")
-    inv.out(f"public key:  {out}.pub")
+    inv.out(f"public key:  {pub}")
     inv.out(public.decode("ascii"))
     return 0
+
+
+def _write_new(path: Path, data: bytes, mode: int, *, replace: bool) -> None:
+    if replace and os.path.lexists(path):
+        path.unlink()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    except OSError as exc:
+        raise Failure(f"cannot write {path}: {exc.strerror or exc}", EXIT_USAGE) from exc
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
 
 
 COMMANDS = (
@@ -260,7 +284,8 @@ COMMANDS = (
         summary="make an Ed25519 key pair for signing approvals",
         description=(
             "Write a new private key (PEM, mode 0600) to FILE and its public key (base64) to\n"
-            "FILE.pub. Put the public key in the gate's ApprovalPolicy(approvers={...})."
+            "FILE.pub. Put the public key in the gate's ApprovalPolicy(approvers={...}).\n"
+            "An existing FILE or FILE.pub (or a symlink at either) is refused unless --force."
         ),
         example="  {prog} keygen --out alice.pem",
         arguments=_keygen_arguments,

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from runtime.cli.base import EXIT_USAGE, Command, Failure, Invocation
+from runtime.cli.logs import RESOLVED
 from runtime.journal import Resolution
 from runtime.timeline import halted_on, printable
 
@@ -50,8 +51,7 @@ async def _resolve(inv: Invocation) -> int:
         recorded = await journal.resolve(
             args.run_id, args.call_id, resolution, by=operator(inv), evidence=args.evidence
         )
-    said = {"value": "succeeded", "error": "failed", "not_executed": "not executed"}
-    outcome = said[resolution.outcome]
+    outcome = RESOLVED[resolution.outcome]
     if recorded:
         inv.out(f"resolved call {args.call_id} of run {args.run_id}: {outcome}")
     else:

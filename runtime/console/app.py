@@ -13,7 +13,6 @@ from importlib import resources
 from typing import Any
 from urllib.parse import urlencode
 
-import structlog
 from starlette.applications import Starlette
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
@@ -28,11 +27,12 @@ from runtime.console.runs import list_page, stopped
 from runtime.console.status import STATUSES
 from runtime.errors import ConfigError, ConflictError
 from runtime.journal import Journal
+from runtime.logs import get_logger
 from runtime.timeline import timeline
 
 __all__ = ["CONTENT_SECURITY_POLICY", "Console"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

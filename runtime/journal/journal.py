@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Self
 
 import jsonschema
-import structlog
 
 from runtime import faults
 from runtime import records as R
@@ -17,11 +16,12 @@ from runtime.errors import ConfigError, ConflictError
 from runtime.journal.protocol import Store
 from runtime.journal.sqlite import BUSY_TIMEOUT_MS
 from runtime.journal.store import RunPage, RunRow, SQLiteStore, unstorable
+from runtime.logs import get_logger
 from runtime.state import CallState, RunState
 
 __all__ = ["Decided", "Journal", "Resolution"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 class Decided(NamedTuple):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import urllib.parse
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,11 +18,17 @@ from runtime.journal.sqlite import BUSY_TIMEOUT_MS, configure
 if TYPE_CHECKING:
     from alembic.script import ScriptDirectory
 
-__all__ = ["ensure_schema", "migration_engine", "script_location", "sqlite_path"]
+__all__ = ["damage", "ensure_schema", "migration_engine", "script_location", "sqlite_path"]
+
+_BIDE_TABLES = frozenset({schema.VERSION_TABLE, *schema.metadata.tables})
 
 
 def sqlite_path(url: str | os.PathLike[str]) -> str:
-    """The file behind a journal URL: ``sqlite+aiosqlite:///path``, ``sqlite:///path`` or a path."""
+    """The file behind a journal URL: ``sqlite+aiosqlite:///path``, ``sqlite:///path`` or a path.
+
+    A plain path is a file name, every character of it (``%41`` and ``?`` included): every
+    connection bide makes opens the file by name, never through a URI.
+    """
     text = os.fspath(url)
     if "://" not in text:
         path = text
@@ -57,9 +64,11 @@ def migration_engine(url: str, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sa.
     ``BEGIN IMMEDIATE`` serialises two processes migrating one new file: the second waits for
     the first, then finds the schema at head and does nothing.
     """
+    path = sqlite_path(url)
     engine = sa.create_engine(
-        f"sqlite:///{sqlite_path(url)}",
-        connect_args={"isolation_level": None},
+        "sqlite://",
+        # The file by name: a URL would read `?` as a query and `%41` as "A".
+        creator=lambda: sqlite3.connect(path, isolation_level=None),
         poolclass=sa.pool.NullPool,
     )
 
@@ -74,11 +83,23 @@ def migration_engine(url: str, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sa.
     return engine
 
 
-def ensure_schema(path: str, *, migrate: bool, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
+def ensure_schema(
+    path: str,
+    *,
+    migrate: bool,
+    busy_timeout_ms: int = BUSY_TIMEOUT_MS,
+    allow_foreign: bool = False,
+) -> None:
     """Migrate the file at ``path`` to head, or with ``migrate=False`` verify that it is there.
 
-    A schema from a newer bide (a revision this one does not ship) is refused either way.
+    A schema from a newer bide (a revision this one does not ship) is refused either way, and so
+    is a file that is not SQLite or is damaged. A new journal file is created mode 0600 (it holds
+    inputs, results and tool outputs; SQLite gives its ``-wal`` and ``-shm`` files the same
+    mode); an existing file keeps its mode. bide's tables are never added to a database that
+    holds other tables unless ``allow_foreign``.
     """
+    if migrate:
+        _create_private(path)
     if _at_head(path, busy_timeout_ms):
         return  # the common case, without importing Alembic
     from alembic import command
@@ -105,29 +126,96 @@ def ensure_schema(path: str, *, migrate: bool, busy_timeout_ms: int = BUSY_TIMEO
                 if current == head:
                     return
                 _refuse_unknown(scripts, current, head, path)
+                if current is None and not allow_foreign:
+                    _refuse_foreign(conn, path)
                 config = Config()
                 config.set_main_option("script_location", script_location())
                 config.attributes["connection"] = conn
                 command.upgrade(config, "head")
-    except sa.exc.OperationalError as exc:
+    except sa.exc.DBAPIError as exc:
+        if _is_damage(exc.orig):
+            raise _damaged(path, exc.orig) from exc
         raise SchemaError(f"journal {path}: cannot migrate: {exc.orig}") from exc
     finally:
         engine.dispose()
+
+
+def _create_private(path: str) -> None:
+    """Create the journal file empty, mode 0600, unless it exists (SQLite takes an empty file as
+    a new database). Only the owner may read a journal, from its first byte on."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    except OSError as exc:
+        raise ConfigError(f"cannot create journal {path}: {exc.strerror or exc}") from exc
+    os.close(fd)
+
+
+def _is_damage(exc: BaseException | None) -> bool:
+    # "file is not a database", "database disk image is malformed": not SQLite, or not intact.
+    return isinstance(exc, sqlite3.DatabaseError) and not isinstance(
+        exc, sqlite3.OperationalError | sqlite3.IntegrityError | sqlite3.ProgrammingError
+    )
+
+
+def _damaged(path: str, exc: BaseException | None) -> SchemaError:
+    return SchemaError(f"{path} is not a bide journal or is damaged (sqlite: {exc})")
+
+
+def damage(path: str) -> str | None:
+    """What SQLite finds wrong with the file (``PRAGMA quick_check``, read-only), or None when it
+    is an intact SQLite database. For diagnosing a storage error after the fact: it reads the
+    whole file."""
+    try:
+        conn = sqlite3.connect(f"file:{urllib.parse.quote(path)}?mode=ro", uri=True)
+        try:
+            rows = conn.execute("PRAGMA quick_check(1)").fetchall()
+        finally:
+            conn.close()
+    except sqlite3.OperationalError:
+        return None  # busy or unreadable for another reason: not evidence of damage
+    except sqlite3.DatabaseError as exc:
+        return str(exc)
+    found = " ".join(str(r[0]) for r in rows).replace("*** in database main ***", "").strip()
+    return None if found == "ok" else found
 
 
 def _at_head(path: str, busy_timeout_ms: int) -> bool:
     """Whether the file exists and its schema is at this bide's head revision (read-only peek)."""
     if not os.path.exists(path):
         return False
+    uri = f"file:{urllib.parse.quote(path)}?mode=ro"
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=busy_timeout_ms / 1000)
+        conn = sqlite3.connect(uri, uri=True, timeout=busy_timeout_ms / 1000)
         try:
             row = conn.execute(f"SELECT version_num FROM {schema.VERSION_TABLE}").fetchone()
         finally:
             conn.close()
-    except sqlite3.Error:
-        return False
+    except sqlite3.Error as exc:
+        if _is_damage(exc):
+            raise _damaged(path, exc) from exc
+        return False  # no bide schema yet, or busy: the migrator waits for the lock and decides
     return row is not None and row[0] == schema.HEAD_REVISION
+
+
+def _foreign_tables(conn: sa.Connection) -> list[str]:
+    names = conn.exec_driver_sql(
+        "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') "
+        "AND name NOT LIKE 'sqlite_%' ORDER BY name"
+    ).scalars()
+    return [n for n in names if n not in _BIDE_TABLES]
+
+
+def _refuse_foreign(conn: sa.Connection, path: str) -> None:
+    foreign = _foreign_tables(conn)
+    if foreign:
+        raise SchemaError(
+            f"{path} is not a bide journal: it holds other tables ({', '.join(foreign[:5])}"
+            f"{', ...' if len(foreign) > 5 else ''}), and bide does not add its tables to another "
+            "program's database. Name a new file, or share this one on purpose with "
+            "`migrate --allow-foreign` (in code: SQLiteStore.open(..., allow_foreign=True))."
+        )
 
 
 def _current(conn: sa.Connection) -> str | None:
@@ -155,6 +243,8 @@ def _verify(conn: sa.Connection, scripts: ScriptDirectory, head: str, path: str)
     _refuse_unknown(scripts, current, head, path)
     if current != head:
         found = "no bide schema" if current is None else f"schema revision {current}"
+        if current is None and (foreign := _foreign_tables(conn)):
+            found += f" (it is another program's database: {', '.join(foreign[:5])})"
         raise SchemaError(
             f"journal {path} has {found}; this bide needs revision {head}. Open it with "
             "migrate=True or run `python -m runtime migrate`."

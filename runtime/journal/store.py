@@ -301,14 +301,24 @@ class SQLiteStore:
         *,
         migrate: bool = True,
         busy_timeout_ms: int = BUSY_TIMEOUT_MS,
+        allow_foreign: bool = False,
     ) -> Self:
-        """Open the journal at ``url``, migrating it to head unless ``migrate=False``."""
+        """Open the journal at ``url``, migrating it to head unless ``migrate=False``.
+
+        A new file is created mode 0600. A file that is not a bide journal (not SQLite, damaged,
+        or another program's database) is refused with a ``SchemaError``; ``allow_foreign``
+        lets bide add its tables beside another program's.
+        """
         path = sqlite_path(url)
         directory = os.path.dirname(path)
         if migrate and not os.path.isdir(directory):
             raise ConfigError(f"cannot create journal {path}: no directory {directory}")
         await asyncio.to_thread(
-            ensure_schema, path, migrate=migrate, busy_timeout_ms=busy_timeout_ms
+            ensure_schema,
+            path,
+            migrate=migrate,
+            busy_timeout_ms=busy_timeout_ms,
+            allow_foreign=allow_foreign,
         )
         readers = Readers(path, busy_timeout_ms=busy_timeout_ms)
         writer = Writer(path, busy_timeout_ms=busy_timeout_ms)

@@ -82,3 +82,22 @@ def test_a_broken_agent_file_is_a_usage_error_naming_the_file_and_key(tmp_path: 
     assert done.code == 2
     assert str(bad) in done.error_line and "model.scripted.script" in done.error_line
     assert not (tmp_path / "bide.db").exists()
+
+
+def test_an_mcp_server_command_that_does_not_exist_is_one_line_naming_the_server(
+    tmp_path: Path,
+) -> None:
+    agent = tmp_path / "agent.toml"
+    agent.write_text(
+        '[model]\nprovider = "scripted"\nscript = "script.json"\n\n'
+        '[[mcp]]\nname = "orders"\ncommand = "no-such-mcp-server-xyz"\n'
+    )
+    (tmp_path / "script.json").write_text('[{"text": "hi"}]')
+    db = tmp_path / "bide.db"
+    done = child("--db", str(db), "run", "--agent", str(agent), "go")
+    assert done.code == 2
+    assert done.err.splitlines() == [
+        f"bide: error: {agent}: mcp[orders]: cannot start command 'no-such-mcp-server-xyz': "
+        "No such file or directory"
+    ]
+    assert not db.exists()

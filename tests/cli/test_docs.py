@@ -79,3 +79,10 @@ def test_the_agent_module_in_docs_cli_md_drives_a_run_by_each_name(tmp_path: Pat
     for name in ("agent", "build", "connected"):
         done = child("run", "--agent", f"myagents:{name}", "--run-id", name, "hi", cwd=tmp_path)
         assert (done.code, done.out) == (0, "hello\n"), done.err
+
+
+def test_the_intro_of_docs_cli_md_names_every_command() -> None:
+    from runtime.cli.app import COMMANDS
+
+    intro = DOC.read_text("utf-8").split("\n\n")[1]
+    assert [c.name for c in COMMANDS if f"`{c.name}`" not in intro] == []

@@ -14,15 +14,14 @@ import json
 import logging
 import sys
 
-import structlog
-
 from runtime import Journal, faults
 from runtime.cli.logs import configured
 from runtime.cli.specs import open_agent
+from runtime.logs import get_logger
 from tests.crash import mutants
 from tests.crash.agents import run_input
 
-log = structlog.get_logger("tests.crash.multi")
+log = get_logger("runtime.cli")  # a CLI of its own: its lines go where the CLI's go
 
 
 async def drive(db: str, spec: str, run_ids: list[str]) -> dict[str, str]:

@@ -13,16 +13,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import structlog
-
 from runtime import faults
 from runtime.errors import StorageError
 from runtime.journal.sqlite.batch import Failed, IndexOp, Op, apply
 from runtime.journal.sqlite.setup import BUSY_TIMEOUT_MS, configure, file_identity, storage_error
+from runtime.logs import get_logger
 
 __all__ = ["MAX_BATCH", "Writer"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 class Writer:
