@@ -98,9 +98,8 @@ async def stdio_transport(
         named = os.path.join(params.cwd, named)  # as exec would, after the chdir
     command = shutil.which(named, path=env.get("PATH"))
     if command is None:
-        raise FileNotFoundError(
-            errno.ENOENT, f"MCP server {name!r}: no executable {params.command!r} on its PATH"
-        )
+        # The filename carries the command; the text says why (callers name the server).
+        raise FileNotFoundError(errno.ENOENT, "no such executable on its PATH", params.command)
     process = await asyncio.create_subprocess_exec(
         # Through the reaper, which ends the server once the host is gone (see _reaper.py).
         *(sys.executable, "-I", "-S", str(_REAPER), str(HOST_GONE_GRACE), command),

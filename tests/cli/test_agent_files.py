@@ -98,6 +98,6 @@ def test_an_mcp_server_command_that_does_not_exist_is_one_line_naming_the_server
     assert done.code == 2
     assert done.err.splitlines() == [
         f"bide: error: {agent}: mcp[orders]: cannot start command 'no-such-mcp-server-xyz': "
-        "No such file or directory"
+        "no such executable on its PATH"
     ]
     assert not db.exists()
