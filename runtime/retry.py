@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from runtime import tracing
 from runtime.errors import ConfigError, ModelError
 from runtime.messages import AssistantTurn, Message
 from runtime.model import Model
@@ -148,6 +149,7 @@ class RetryingModel:
                     retry_after=exc.retry_after,
                     error=exc.message,
                 )
+                tracing.model_retry(attempt, wait, exc.status_code, exc.retry_after)
             await self._sleep(wait)
             attempt += 1
 
