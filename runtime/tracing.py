@@ -41,11 +41,25 @@ _W3C = TraceContextTextMapPropagator()
 @dataclass(slots=True)
 class _Settings:
     tracer: trace.Tracer
+    own_provider: bool = False
     capture_content: bool = False
     propagate: bool = True
 
 
 _settings = _Settings(trace.get_tracer(_SCOPE))
+_NO_PROVIDER = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+
+
+def _tracer() -> trace.Tracer | None:
+    """The tracer to use now, or ``None`` when nothing would be recorded.
+
+    The API's no-op tracer still attaches a context per span; asking whether any provider is
+    set (the global one can be set at any time) is cheaper, and makes a host without tracing
+    pay one check per span.
+    """
+    if not _settings.own_provider and isinstance(trace.get_tracer_provider(), _NO_PROVIDER):
+        return None
+    return _settings.tracer
 
 
 @dataclass(slots=True)
@@ -78,6 +92,7 @@ def configure(
         trace.get_tracer(_SCOPE) if tracer_provider is None else tracer_provider.get_tracer(_SCOPE)
     )
     _settings.tracer = tracer
+    _settings.own_provider = tracer_provider is not None
     _settings.capture_content = bool(capture_content)
     _settings.propagate = bool(propagate)
 
@@ -113,9 +128,11 @@ def trace_headers() -> dict[str, str]:
 @contextmanager
 def drive(agent: str, run_id: str) -> Iterator[None]:
     """The span of one drive: ``invoke_agent {agent}``; the hooks below annotate it."""
-    with _settings.tracer.start_as_current_span(
-        f"invoke_agent {agent}", kind=SpanKind.INTERNAL
-    ) as span:
+    tracer = _tracer()
+    if tracer is None:
+        yield
+        return
+    with tracer.start_as_current_span(f"invoke_agent {agent}", kind=SpanKind.INTERNAL) as span:
         if not span.is_recording():
             yield
             return
@@ -218,6 +235,9 @@ def chat(
     model: object, n: int, system_prompt: str | None, messages: Sequence[Message]
 ) -> Iterator[None]:
     """The span of one model request, retries included: ``chat {model}``."""
+    if _drive_span.get() is _NO_DRIVE:  # not tracing this drive (no provider, or not sampled)
+        yield
+        return
     name = getattr(model, "model", None)
     name = name if isinstance(name, str) and name else None
     with _settings.tracer.start_as_current_span(
@@ -289,9 +309,11 @@ def model_retry(
 @contextmanager
 def tool_call(call_id: str, tool: str, plan: Mapping[str, Any], arguments: Any) -> Iterator[None]:
     """The span of one tool call: ``execute_tool {tool}``, with what the journal made of it."""
-    with _settings.tracer.start_as_current_span(
-        f"execute_tool {tool}", kind=SpanKind.INTERNAL
-    ) as span:
+    if _drive_span.get() is _NO_DRIVE:
+        yield
+        return
+    tracer = _settings.tracer
+    with tracer.start_as_current_span(f"execute_tool {tool}", kind=SpanKind.INTERNAL) as span:
         if not span.is_recording():
             yield
             return
@@ -401,9 +423,12 @@ def resolved(
     started_ns: int | None = None,
 ) -> None:
     """A halted call was resolved: a ``resolve {tool}`` span linked to the run's first drive."""
+    tracer = _tracer()
+    if tracer is None:
+        return
     first = _linked_context(start)
     links = [Link(first, {"bide.link": "first_drive"})] if first is not None else None
-    span = _settings.tracer.start_span(
+    span = tracer.start_span(
         f"resolve {tool}", kind=SpanKind.INTERNAL, links=links, start_time=started_ns
     )
     try:

@@ -483,3 +483,23 @@ async def test_log_events_carry_the_ids_of_the_active_span(
     assert started["span_id"] == f"{call_span.span_id:016x}"
     assert finished["span_id"] == f"{drive.span_id:016x}"
     assert tracing.add_trace_ids(None, "info", {"event": "outside"}) == {"event": "outside"}
+
+
+async def test_an_unsampled_drive_records_nothing_and_journals_no_context(
+    journal: Journal,
+) -> None:
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(sampler=ALWAYS_OFF)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing.configure(tracer_provider=provider)
+    try:
+        agent = Agent(model=ScriptedModel([*BILLING[:2], {"text": "x"}]), tools=[balance, charge])
+        assert (await agent.run("r", "go", journal=journal)).status is RunStatus.COMPLETED
+    finally:
+        tracing.configure()
+        provider.shutdown()
+    assert exporter.get_finished_spans() == ()
+    state = await journal.require("r")
+    assert state.start is not None and "trace" not in state.start
