@@ -26,6 +26,7 @@ from runtime import (
     RetryPolicy,
     RunStatus,
     Safety,
+    ToolContext,
     ToolOutcomeUnknown,
     single_approval,
     tool,
@@ -503,3 +504,30 @@ async def test_an_unsampled_drive_records_nothing_and_journals_no_context(
     assert exporter.get_finished_spans() == ()
     state = await journal.require("r")
     assert state.start is not None and "trace" not in state.start
+
+
+async def test_a_wait_for_input_is_an_event_whose_prompt_is_content(
+    spans: InMemorySpanExporter, journal: Journal
+) -> None:
+    @tool(safety=Safety.READ_ONLY)
+    async def quote(item: str, context: ToolContext) -> int:
+        """Ask a person for a price."""
+        price: int = await context.interrupt("price", f"What should {item} cost?", expect=int)
+        return price
+
+    script = [{"tool_calls": [call("q1", "quote", item="wid-get-93af")]}, {"text": "quoted"}]
+    agent = Agent(model=ScriptedModel(script), tools=[quote])
+    assert (await agent.run("r", "go", journal=journal)).status is RunStatus.WAITING
+    assert events(the(tool_span(spans, "q1")))["waiting"] == {
+        "bide.waiting.kind": "input",
+        "bide.waiting.key": "price",
+    }
+    assert "wid-get-93af" not in everything_on(spans.get_finished_spans())
+
+    spans.clear()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    tracing.configure(tracer_provider=provider, capture_content=True)
+    assert (await agent.resume("r", journal=journal)).status is RunStatus.WAITING
+    waiting = events(the(tool_span(spans, "q1")))["waiting"]
+    assert waiting["bide.waiting.prompt"] == "What should wid-get-93af cost?"
