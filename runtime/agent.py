@@ -386,7 +386,7 @@ class _Drive:
             index={"status": "orphaned", "detail": {"stopped": reason, "message": clean(message)}},
         )
         log.warning("drive_stopped_short", reason=reason, remedy=remedy)
-        tracing.stopped(reason, clean(message), remedy)
+        tracing.stopped(reason, remedy)
 
     async def _ask_model(self) -> AssistantTurn:
         agent, messages = self.agent, self._conversation()

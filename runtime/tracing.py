@@ -122,6 +122,25 @@ def trace_headers() -> dict[str, str]:
     return carrier
 
 
+@contextmanager
+def _started(tracer: trace.Tracer, name: str, kind: SpanKind) -> Iterator[Span]:
+    """A current span that an exception marks with its type only.
+
+    An exception's message and traceback may quote a provider's reply or a tool's data; the
+    logs keep them (with this span's ids), the span keeps ``error.type``.
+    """
+    with tracer.start_as_current_span(
+        name, kind=kind, record_exception=False, set_status_on_exception=False
+    ) as span:
+        try:
+            yield span
+        except BaseException as exc:
+            if span.is_recording():
+                span.set_attribute("error.type", type(exc).__qualname__)
+                span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
+            raise
+
+
 # --- drives ----------------------------------------------------------------------------------
 
 
@@ -132,7 +151,7 @@ def drive(agent: str, run_id: str) -> Iterator[None]:
     if tracer is None:
         yield
         return
-    with tracer.start_as_current_span(f"invoke_agent {agent}", kind=SpanKind.INTERNAL) as span:
+    with _started(tracer, f"invoke_agent {agent}", SpanKind.INTERNAL) as span:
         if not span.is_recording():
             yield
             return
@@ -174,7 +193,7 @@ def resumed(start: Mapping[str, Any] | None, records: int, turns: int, replayed:
     if not span.is_recording():
         return
     first = _linked_context(start)
-    if first is not None:
+    if first is not None and first.span_id != span.get_span_context().span_id:
         span.add_link(first, {"bide.link": "first_drive"})
     span.set_attribute("bide.resumed", True)
     span.add_event(
@@ -183,13 +202,11 @@ def resumed(start: Mapping[str, Any] | None, records: int, turns: int, replayed:
     )
 
 
-def stopped(reason: str, message: str, remedy: str) -> None:
+def stopped(reason: str, remedy: str) -> None:
     """The drive journaled a stop short of an end (a budget reached, a model unavailable)."""
     span = _drive_span.get().span
     if span.is_recording():
-        span.add_event(
-            "stop", {"bide.stop.reason": reason, "bide.stop.remedy": remedy, "message": message}
-        )
+        span.add_event("stop", {"bide.stop.reason": reason, "bide.stop.remedy": remedy})
 
 
 def finished(result: RunResult) -> None:
@@ -212,7 +229,7 @@ def finished(result: RunResult) -> None:
     if result.waiting:
         span.set_attribute("bide.waiting_calls", [w.call_id for w in result.waiting])
     if status is RunStatus.FAILED:
-        span.set_status(Status(StatusCode.ERROR, result.error))
+        span.set_status(Status(StatusCode.ERROR, "the run failed"))
     if _settings.capture_content and result.output is not None:
         output = [_text_message("assistant", result.output)]
         span.set_attribute("gen_ai.output.messages", _json(output))
@@ -240,9 +257,7 @@ def chat(
         return
     name = getattr(model, "model", None)
     name = name if isinstance(name, str) and name else None
-    with _settings.tracer.start_as_current_span(
-        f"chat {name}" if name else "chat", kind=SpanKind.CLIENT
-    ) as span:
+    with _started(_settings.tracer, f"chat {name}" if name else "chat", SpanKind.CLIENT) as span:
         if not span.is_recording():
             yield
             return
@@ -312,8 +327,7 @@ def tool_call(call_id: str, tool: str, plan: Mapping[str, Any], arguments: Any) 
     if _drive_span.get() is _NO_DRIVE:
         yield
         return
-    tracer = _settings.tracer
-    with tracer.start_as_current_span(f"execute_tool {tool}", kind=SpanKind.INTERNAL) as span:
+    with _started(_settings.tracer, f"execute_tool {tool}", SpanKind.INTERNAL) as span:
         if not span.is_recording():
             yield
             return

@@ -376,7 +376,7 @@ async def test_retries_are_events_with_their_delays(
     assert model_retry["http.response.status_code"] == 529
 
 
-async def test_a_stop_short_of_an_end_is_an_event_on_the_drive(
+async def test_a_stop_short_of_an_end_is_an_event_and_the_error_its_type_only(
     spans: InMemorySpanExporter, journal: Journal
 ) -> None:
     agent = Agent(
@@ -387,8 +387,16 @@ async def test_a_stop_short_of_an_end_is_an_event_on_the_drive(
     with pytest.raises(BudgetError):
         await agent.run("r", "go", journal=journal)
     drive = the(named(spans, "invoke_agent"))
-    assert events(drive)["stop"]["bide.stop.reason"] == "max_turns"
+    assert events(drive) == {
+        "stop": {
+            "bide.stop.reason": "max_turns",
+            "bide.stop.remedy": "raise max_turns in the agent, then resume",
+        }
+    }
+    # The exception that ends the drive is named by its type; its text stays in the logs.
     assert drive.status.status_code is trace.StatusCode.ERROR
+    assert dict(drive.attributes or {})["error.type"] == "BudgetError"
+    assert "max_turns=1" not in everything_on([drive])
 
 
 SECRETS = {
