@@ -16,7 +16,7 @@ import jsonschema
 import pydantic
 import structlog
 
-from runtime import faults
+from runtime import faults, tracing
 from runtime import records as R
 from runtime.approval import ApprovalPolicy, tally
 from runtime.errors import (
@@ -204,7 +204,10 @@ class _Drive:
 
     async def go(self, input: str | None, spec: str | None) -> RunResult:
         started = time.monotonic()
-        with structlog.contextvars.bound_contextvars(run_id=self.run_id):
+        with (
+            structlog.contextvars.bound_contextvars(run_id=self.run_id),
+            tracing.drive(self.agent.name, self.run_id),
+        ):
             try:
                 result = await self._drive(input, spec)
             except BaseException as exc:
@@ -223,6 +226,7 @@ class _Drive:
                 executed=self.executed,
                 ms=round((time.monotonic() - started) * 1000),
             )
+            tracing.finished(result)
             return result
 
     async def _drive(self, input: str | None, spec: str | None) -> RunResult:
@@ -285,6 +289,7 @@ class _Drive:
                     "settings": {"max_turns": self.agent.max_turns},
                     "tools": {s.name: s.safety.value for s in self.agent.specs},
                     "key_scheme": KEY_SCHEME,
+                    **tracing.journaled_context(),
                 },
             )
         start = self.state.start or {}
@@ -296,8 +301,15 @@ class _Drive:
                 "starts (resume it without an input, or choose a new run id)",
                 run_id=run_id,
             )
+        tracing.drive_input(str(self.state.input))
         if not created:
             log.info("run_resumed", records=len(self.state.records), turns=len(self.state.turns))
+            tracing.resumed(
+                start,
+                records=len(self.state.records),
+                turns=len(self.state.turns),
+                replayed=sum(c.result is not None for c in self.state.calls.values()),
+            )
 
     async def _append(
         self,
@@ -387,13 +399,16 @@ class _Drive:
             index={"status": "orphaned", "detail": {"stopped": reason, "message": clean(message)}},
         )
         log.warning("drive_stopped_short", reason=reason, remedy=remedy)
+        tracing.stopped(reason, remedy)
 
     async def _ask_model(self) -> AssistantTurn:
-        turn = await self.agent._retrying_model.complete(
-            self.agent.system_prompt, self._conversation(), self.agent.specs
-        )
-        if not isinstance(turn, AssistantTurn):
-            raise ProtocolError(f"the model returned {type(turn).__name__}, not a turn")
+        agent, messages = self.agent, self._conversation()
+        n = len(self.state.turns) + 1
+        with tracing.chat(agent.model, n, agent.system_prompt, messages):
+            turn = await agent._retrying_model.complete(agent.system_prompt, messages, agent.specs)
+            if not isinstance(turn, AssistantTurn):
+                raise ProtocolError(f"the model returned {type(turn).__name__}, not a turn")
+            tracing.answered(turn)
         return turn
 
     def _conversation(self) -> list[Message]:
@@ -484,9 +499,12 @@ class _Drive:
             return await self._end("cancelled")
         return None
 
-    async def _guarded(self, call: CallState) -> Any:
+    async def _guarded(self, cs: CallState) -> Any:
         async with self.semaphore:
-            return await self._run_call(call)
+            with tracing.tool_call(cs.call.id, cs.call.name, cs.plan, cs.call.arguments):
+                outcome = await self._run_call(cs)
+                tracing.call_ended(outcome)
+                return outcome
 
     async def _run_call(self, cs: CallState) -> Any:
         call = cs.call
@@ -543,6 +561,7 @@ class _Drive:
         """Pause a gated call until its policy is decided; record a denial as its result."""
         call = cs.call
         recorded = cs.tallies.get(policy.digest)
+        replayed = recorded is not None
         if recorded is None:
             count = tally(
                 policy,
@@ -572,6 +591,7 @@ class _Drive:
             recorded = appended.record
             log.info("approval_decided", call_id=call.id, outcome=count.outcome)
         outcome = recorded.payload["tally"]
+        tracing.approval_decided(str(outcome["outcome"]), replayed=replayed)
         if outcome["outcome"] == "denied":
             who = ", ".join(outcome.get("denials") or ()) or "the approvers"
             await self._record(
@@ -644,6 +664,7 @@ class _Drive:
         if not marker.won:
             return self._halt(cs, "another driver attempted this call; its outcome is unknown here")
         faults.crashpoint("attempt.after_marker")
+        tracing.marker_written(k)
         log.info("tool_started", call_id=call.id, tool=call.name, safety="side_effect")
         self.executed += 1
         try:
@@ -677,14 +698,14 @@ class _Drive:
             try:
                 value = await self._invoke(tool, call.arguments, context)
             except ToolOutcomeUnknown as exc:
-                failure = f"outcome unknown: {exc}"
+                failure, kind = f"outcome unknown: {exc}", type(exc).__name__
             except ToolError as exc:
                 faults.crashpoint("tool.after_call")
                 return await self._record(cs, k, safety, error=_tool_error(exc))
             except TimeoutError:
-                failure = f"timed out after {tool.spec.timeout}s"
+                failure, kind = f"timed out after {tool.spec.timeout}s", "TimeoutError"
             except Exception as exc:
-                failure = f"raised {type(exc).__name__}: {exc}"
+                failure, kind = f"raised {type(exc).__name__}: {exc}", type(exc).__name__
             else:
                 faults.crashpoint("tool.after_call")
                 return await self._record(cs, k, safety, value=value)
@@ -694,6 +715,7 @@ class _Drive:
                     cs, k, safety, error=("tool_failed", f"{failure} (after {attempt} attempts)")
                 )
             log.info("tool_retry", call_id=call.id, attempt=attempt, delay_s=round(delay, 3))
+            tracing.tool_retry(attempt, delay, kind)
             await asyncio.sleep(delay)
             if self._cancelled():
                 return _CANCELLED
@@ -748,6 +770,7 @@ class _Drive:
             log.warning("late_result_after_end", call_id=call.id, attempt=k)
             raise
         winner = appended.record.payload if appended.record is not None else {}
+        tracing.recorded(winner or payload, won=appended.won)
         if not appended.won and winner.get("outcome") == "not_executed":
             # Resolved "not executed" while it was running: keep what really happened.
             await self._append(R.late_key(call.id, k), R.LATE, payload, after_end=True)

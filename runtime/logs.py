@@ -14,6 +14,8 @@ from typing import Any
 
 import structlog
 
+from runtime.tracing import add_trace_ids
+
 __all__ = ["get_logger"]
 
 _quiet: set[str] = set()
@@ -39,6 +41,7 @@ def _to_record(
 _PROCESSORS: list[Any] = [
     structlog.stdlib.filter_by_level,  # first: a disabled level costs one isEnabledFor call
     structlog.contextvars.merge_contextvars,
+    add_trace_ids,  # trace_id and span_id of the active span, when there is one
     _to_record,
 ]
 

@@ -14,6 +14,7 @@ import random
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+from runtime import tracing
 from runtime.errors import ConfigError, ModelError
 from runtime.logs import get_logger
 from runtime.messages import AssistantTurn, Message
@@ -147,6 +148,7 @@ class RetryingModel:
                     retry_after=exc.retry_after,
                     error=exc.message,
                 )
+                tracing.model_retry(attempt, wait, exc.status_code, exc.retry_after)
             await self._sleep(wait)
             attempt += 1
 

@@ -32,6 +32,7 @@ from runtime.messages import (
     UserMessage,
 )
 from runtime.tools import ToolSpec
+from runtime.tracing import trace_headers
 
 try:
     import anthropic
@@ -79,7 +80,11 @@ class AnthropicModel:
 
     Only text and ``tool_use`` blocks become part of a turn. Extended thinking is not requested:
     its blocks would have to be sent back with the tool results, and a turn has no place for them.
+    Each request carries the active span's W3C ``traceparent`` (see ``runtime.tracing``).
     """
+
+    provider_name = "anthropic"
+    """The ``gen_ai.provider.name`` of this model's spans."""
 
     def __init__(
         self,
@@ -167,6 +172,7 @@ class AnthropicModel:
                 tools=wire_tools if wire_tools else anthropic.omit,
                 output_config={"effort": self.effort} if self.effort else anthropic.omit,
                 extra_body=self.extra_body,
+                extra_headers=trace_headers() or None,
                 stream=True,
             )
             async with stream:

@@ -37,6 +37,7 @@ from runtime.messages import (
     UserMessage,
 )
 from runtime.tools import ToolSpec
+from runtime.tracing import trace_headers
 
 try:
     import openai
@@ -74,8 +75,12 @@ class OpenAIChatModel:
 
     ``max_tokens`` is sent as ``max_completion_tokens`` (OpenAI's current name, the only one its
     reasoning models accept) unless ``max_tokens_field="max_tokens"`` for servers that predate it.
-    ``extra_body`` is merged into each request for server-specific parameters.
+    ``extra_body`` is merged into each request for server-specific parameters. Each request
+    carries the active span's W3C ``traceparent`` (see ``runtime.tracing``).
     """
+
+    provider_name = "openai"
+    """The ``gen_ai.provider.name`` of this model's spans (every compatible server speaks it)."""
 
     def __init__(
         self,
@@ -228,6 +233,9 @@ class OpenAIChatModel:
             options["temperature"] = self.temperature
         if self.extra_body:
             options["extra_body"] = self.extra_body
+        headers = trace_headers()
+        if headers:
+            options["extra_headers"] = headers
         return options
 
     def _error(self, exc: openai.OpenAIError) -> ModelError:

@@ -9,7 +9,7 @@ from typing import Any, Literal, NamedTuple, Self
 
 import jsonschema
 
-from runtime import faults
+from runtime import faults, tracing
 from runtime import records as R
 from runtime.approval import ApprovalPolicy, Decision, Tally, canonical_json, judge
 from runtime.errors import ConfigError, ConflictError
@@ -178,6 +178,7 @@ class Journal:
         The first resolution wins; the same one again is a no-op; a different one, or one for
         a call that is not halted, is refused.
         """
+        started_ns = tracing.now_ns()
         state = await self.require(run_id)
         call = _call(state, call_id)
         k = call.attempt
@@ -220,6 +221,16 @@ class Journal:
             state.add(appended.record)
             await self.store.update_index(run_id, unless=R.END, status=state.status())
             log.info("call_resolved", run_id=run_id, call_id=call_id, outcome=resolution.outcome)
+            tracing.resolved(
+                run_id=run_id,
+                call_id=call_id,
+                tool=call.call.name,
+                outcome=resolution.outcome,
+                by=by,
+                start=state.start,
+                value=resolution.value,
+                started_ns=started_ns,
+            )
             return True
         winner = appended.record.payload if appended.record else {}
         if winner.get("resolved") and resolution.same_as(winner):
