@@ -8,13 +8,14 @@ running when the host is killed. This one does none of that.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import errno
 import os
 import shutil
 import signal
 import sys
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Final
@@ -46,6 +47,10 @@ _EXIT_GRACE: Final = 2.0
 """Seconds a server has to exit after its stdin closes, and again after SIGTERM."""
 _STDERR_LINE_CHARS: Final = 4000
 """Characters of one stderr line shown; the rest is cut, so a hostile server cannot flood."""
+
+_TAIL_LINES = 3
+_TAIL_CHARS = 300
+"""The last stderr lines (each cut to this) kept for the error that says the server exited."""
 
 # Bidi controls and other invisible characters that make text read differently from what it
 # is (RLO, isolates, marks) and line separators a terminal may honour.
@@ -114,16 +119,40 @@ async def stdio_transport(
     to_session, read = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write, from_session = anyio.create_memory_object_stream[SessionMessage](0)
     assert process.stdin and process.stdout and process.stderr
+    tail: collections.deque[str] = collections.deque(maxlen=_TAIL_LINES)
+    stopping = False
+
+    async def exited() -> None:
+        # The server closed its stdout on its own (it exited): say so, with what it said last.
+        if stopping:
+            return
+        with anyio.move_on_after(_EXIT_GRACE):
+            while process.returncode is None:  # noqa: ASYNC110
+                await anyio.sleep(0.01)
+        await anyio.sleep(0.05)  # let its last stderr lines arrive
+        status = (
+            "is still running"
+            if process.returncode is None
+            else (f"exited with status {process.returncode}")
+        )
+        said = " | ".join(tail) if tail else "nothing"
+        on_failure(
+            ProtocolError(
+                f"MCP server {name!r} closed its stdout and {status}; its last stderr: {said}"
+            )
+        )
+
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(
-                _pump_stdout, process.stdout, to_session, name, max_line_bytes, on_failure
+                _pump_stdout, process.stdout, to_session, name, max_line_bytes, on_failure, exited
             )
             tg.start_soon(_pump_stdin, process.stdin, from_session, to_session)
-            tg.start_soon(_pump_stderr, process.stderr, name)
+            tg.start_soon(_pump_stderr, process.stderr, name, tail)
             try:
                 yield read, write
             finally:
+                stopping = True
                 with anyio.CancelScope(shield=True):
                     await _stop(process)
                 tg.cancel_scope.cancel()
@@ -138,6 +167,7 @@ async def _pump_stdout(
     name: str,
     limit: int,
     on_failure: Callable[[ProtocolError], None],
+    exited: Callable[[], Awaitable[None]],
 ) -> None:
     async with to_session, contextlib.aclosing(_lines(stdout, name, limit)) as lines:
         try:
@@ -149,6 +179,8 @@ async def _pump_stdout(
                     return  # the session is gone
         except ProtocolError as failure:
             on_failure(failure)
+            return
+        await exited()
 
 
 async def _lines(stream: asyncio.StreamReader, name: str, limit: int) -> AsyncGenerator[bytes]:
@@ -203,15 +235,22 @@ async def _pump_stdin(
         await to_session.aclose()
 
 
-async def _pump_stderr(stderr: asyncio.StreamReader, name: str) -> None:
-    """Copy the server's stderr to ours, one prefixed and escaped line at a time."""
+async def _pump_stderr(
+    stderr: asyncio.StreamReader, name: str, tail: collections.deque[str]
+) -> None:
+    """Copy the server's stderr to ours, one prefixed and escaped line at a time, keeping the
+    last few lines for the error that says it exited."""
     buffer = bytearray()
     cut = False
     while chunk := await stderr.read(_CHUNK):
         buffer += chunk
         while (end := buffer.find(b"\n")) >= 0:
             if not cut:
-                _show(name, bytes(buffer[:end]))
+                line = bytes(buffer[:end])
+                _show(name, line)
+                text = escape_for_terminal(line.decode("utf-8", "backslashreplace").strip())
+                if text:
+                    tail.append(text[:_TAIL_CHARS])
             cut = False
             del buffer[: end + 1]
         if len(buffer) > _STDERR_LINE_CHARS and not cut:

@@ -101,3 +101,22 @@ def test_an_mcp_server_command_that_does_not_exist_is_one_line_naming_the_server
         "no such executable on its PATH"
     ]
     assert not db.exists()
+
+
+def test_an_mcp_server_that_exits_at_start_is_one_line_with_the_tail_of_its_stderr(
+    tmp_path: Path,
+) -> None:
+    agent = tmp_path / "agent.toml"
+    code = "import sys; print('fatal: ORDERS_URL is not set', file=sys.stderr); sys.exit(3)"
+    agent.write_text(
+        '[model]\nprovider = "scripted"\nscript = "script.json"\n\n'
+        f'[[mcp]]\nname = "orders"\ncommand = "python"\nargs = ["-c", "{code}"]\n'
+    )
+    (tmp_path / "script.json").write_text('[{"text": "hi"}]')
+    done = child("--db", str(tmp_path / "bide.db"), "run", "--agent", str(agent), "go")
+    assert done.code == 1
+    assert "Traceback" not in done.err
+    assert done.error_line == (
+        "bide: error: ProtocolError: MCP server 'orders' closed its stdout and exited with "
+        "status 3; its last stderr: fatal: ORDERS_URL is not set"
+    )

@@ -132,7 +132,7 @@ async def test_a_server_that_cannot_start_is_an_os_error() -> None:
 
 async def test_a_server_that_fails_the_handshake_is_a_protocol_error() -> None:
     params = mcp.StdioServerParameters(command=sys.executable, args=["-c", "print('hello')"])
-    with pytest.raises(ProtocolError, match="could not open an MCP session"):
+    with pytest.raises(ProtocolError, match="closed its stdout and exited with status 0"):
         async with connect(params):
             pass
 
