@@ -90,8 +90,8 @@ def _rederived_keys() -> None:
         _missing("runtime.agent.idempotency_key_for (the name the drive derives keys with)")
     real = runtime.tools.idempotency_key_for
 
-    def rederived(run_id: str, call_id: str) -> str:
-        return real(run_id, f"{call_id}/{uuid.uuid4().hex}")
+    def rederived(run_id: str, call_id: str, **options: Any) -> str:
+        return real(run_id, f"{call_id}/{uuid.uuid4().hex}", **options)
 
     runtime.agent.idempotency_key_for = rederived  # type: ignore[attr-defined]
     runtime.tools.idempotency_key_for = rederived
