@@ -12,6 +12,9 @@
     │   ├── SchemaError              the database schema is missing, old, or from a newer bide
     │   └── FormatError              a run was written in a journal format this bide does not know
     ├── ProtocolError                a peer (model, MCP server, journal file) broke its protocol
+    ├── OwnershipError               who drives a run: another owner holds it, or took it over
+    │   ├── RunBusy                  the run's lease is held by a live owner (``lease`` says who)
+    │   └── LeaseLost                this drive's lease was taken over: it appends nothing more
     └── BudgetError                  a limit such as ``max_turns`` was reached; the run can continue
 
 Control signals, not errors (``BaseException``, like ``CancelledError``, so that a tool's
@@ -28,7 +31,12 @@ which call it concerns without parsing the message. Messages are redacted when t
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from runtime.redact import clean
+
+if TYPE_CHECKING:
+    from runtime.ownership import Lease
 
 __all__ = [
     "BideError",
@@ -36,8 +44,11 @@ __all__ = [
     "ConfigError",
     "ConflictError",
     "FormatError",
+    "LeaseLost",
     "ModelError",
+    "OwnershipError",
     "ProtocolError",
+    "RunBusy",
     "SchemaError",
     "StorageError",
     "ToolArgumentsError",
@@ -154,3 +165,21 @@ class ProtocolError(BideError):
 
 class BudgetError(BideError):
     """A limit was reached (``max_turns``). Nothing is lost: raise it and drive the run again."""
+
+
+class OwnershipError(BideError):
+    """Who drives a run: a second driver is refused, and a drive that lost its lease stops."""
+
+
+class RunBusy(OwnershipError):
+    """The run's lease is held by a live owner: it is being driven elsewhere. ``lease`` names
+    the owner and when the lease expires; wait for it, or let that owner finish."""
+
+    def __init__(self, message: str, *, lease: Lease, run_id: str | None = None):
+        super().__init__(message, run_id=run_id)
+        self.lease = lease
+
+
+class LeaseLost(OwnershipError):
+    """Another owner took this drive's lease over (it expired, or its holder was presumed
+    dead): the store refused the append, and the drive stops without running anything more."""

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from runtime.journal.store import RunPage, RunRow
+from runtime.ownership import Lease, Owner
 from runtime.records import Appended, Record
 
 __all__ = ["Store"]
@@ -31,6 +32,22 @@ class Store(Protocol):
       durably committed.
     - ``seq`` orders records by commit across the whole store.
     - Nothing is ever updated or deleted; the listing index is derived.
+
+    Leases (``runtime.ownership``), one per run, on the store's own clock:
+
+    - ``acquire`` grants the lease when the run has none, or its lease is released or expired,
+      or its epoch is ``take_over`` (the caller found its holder gone); the granted lease has
+      the next epoch (1 for the first) and expires ``ttl`` seconds from now. Otherwise it
+      raises ``RunBusy`` carrying the current lease. Of two acquirers exactly one wins.
+    - ``create_run``, ``append`` and ``update_index`` given ``epoch`` are refused with
+      ``LeaseLost``, inside the same transaction and writing nothing, unless the run's lease
+      has that epoch (expired but not taken over still counts as held).
+    - ``renew`` extends a lease of that epoch by ``ttl`` from now (``LeaseLost`` if the epoch
+      moved on); ``release`` marks it released (False, changing nothing, if it moved on).
+    - ``claimable`` lists runs a worker may drive: index status ``running`` or ``submitted``
+      and a lease that is absent, released or expired, or, given ``host``, held by an owner
+      on that host (the caller checks that owner is gone before taking it over); least
+      recently updated first.
     """
 
     @property
@@ -45,7 +62,9 @@ class Store(Protocol):
 
     async def close(self) -> None: ...
 
-    async def create_run(self, run_id: str, *, agent: str | None = None) -> bool:
+    async def create_run(
+        self, run_id: str, *, agent: str | None = None, epoch: int | None = None
+    ) -> bool:
         """Write the run's header unless the run exists; True if it is new."""
         ...
 
@@ -59,11 +78,26 @@ class Store(Protocol):
         unless: str | tuple[str, ...] | None = None,
         watch: str | None = None,
         index: Mapping[str, Any] | None = None,
+        epoch: int | None = None,
     ) -> Appended: ...
 
     async def update_index(
-        self, run_id: str, *, unless: str | None = None, **fields: Any
+        self, run_id: str, *, unless: str | None = None, epoch: int | None = None, **fields: Any
     ) -> None: ...
+
+    async def acquire(
+        self, run_id: str, owner: Owner, *, ttl: float, take_over: int | None = None
+    ) -> Lease: ...
+
+    async def renew(self, lease: Lease, *, ttl: float) -> Lease: ...
+
+    async def release(self, lease: Lease) -> bool: ...
+
+    async def lease(self, run_id: str) -> Lease | None: ...
+
+    async def claimable(
+        self, *, limit: int = 10, host: str | None = None
+    ) -> list[tuple[str, Lease | None]]: ...
 
     async def get(self, run_id: str, key: str) -> Record | None: ...
 

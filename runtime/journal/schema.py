@@ -2,19 +2,29 @@
 
 ``bide_records`` is the journal itself: append-only, one row per record, unique per (run, key),
 ordered by ``seq`` (commit order). ``bide_runs`` is a derived index for listing runs; every fact
-in it can be rebuilt from the records, and no record is ever updated or deleted.
+in it can be rebuilt from the records, and no record is ever updated or deleted. ``bide_leases``
+says who drives each run now (``runtime.ownership``): the one table whose rows are updated in
+place, and the one fact the records cannot tell.
 """
 
 from __future__ import annotations
 
 import sqlalchemy as sa
 
-__all__ = ["FORMAT_VERSION", "HEAD_REVISION", "VERSION_TABLE", "metadata", "records", "runs"]
+__all__ = [
+    "FORMAT_VERSION",
+    "HEAD_REVISION",
+    "VERSION_TABLE",
+    "leases",
+    "metadata",
+    "records",
+    "runs",
+]
 
 FORMAT_VERSION = 1
 """The journal format of a run, written in its header record. A reader refuses any other."""
 
-HEAD_REVISION = "0001"
+HEAD_REVISION = "0002"
 """The schema revision this bide needs: the newest Alembic revision it ships."""
 
 VERSION_TABLE = "bide_alembic_version"
@@ -48,4 +58,16 @@ runs = sa.Table(
     sa.Column("detail", sa.Text, nullable=True),
     sa.Index("ix_bide_runs_created", "created_ms", "run_id"),
     sa.Index("ix_bide_runs_status_created", "status", "created_ms", "run_id"),
+)
+
+leases = sa.Table(
+    "bide_leases",
+    metadata,
+    sa.Column("run_id", sa.Text, primary_key=True),
+    sa.Column("epoch", sa.Integer, nullable=False),
+    sa.Column("owner", sa.Text, nullable=False),  # Owner.to_json, as JSON text
+    sa.Column("host", sa.Text, nullable=False),  # the owner's host, for the claim query
+    sa.Column("acquired_ms", sa.BigInteger, nullable=False),
+    sa.Column("expires_ms", sa.BigInteger, nullable=False),
+    sa.Column("released", sa.Boolean, nullable=False, server_default=sa.false()),
 )

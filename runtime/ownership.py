@@ -1,0 +1,182 @@
+"""Who drives a run: the lease a drive holds, its owner, and whether that owner is alive.
+
+A drive acquires its run's lease before it appends anything and holds it until the drive ends.
+The lease expires on the store's clock unless its holder renews it; taking over an expired (or
+provably dead) lease bumps its ``epoch``, and every append a drive makes carries the epoch it
+holds, so a store refuses the appends of a drive whose lease another owner has taken
+(fencing). Claiming a run, for a worker, is acquiring its lease.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import socket
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from runtime.errors import ProtocolError
+
+__all__ = [
+    "DEFAULT_TTL",
+    "Lease",
+    "Owner",
+    "is_alive",
+    "process_start",
+    "this_host",
+]
+
+DEFAULT_TTL = 15.0
+"""Seconds a lease lasts unless renewed; its holder renews it every third of that."""
+
+
+@functools.cache
+def this_host() -> str:
+    return socket.gethostname()
+
+
+def process_start(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks since boot (Linux), or None if unknown.
+
+    A pid is reused once its process is gone; the start time tells the new process from the
+    old one.
+    """
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    # The command name (field 2) is in parentheses and may hold spaces: split after it.
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    try:
+        return int(fields[19])  # field 22, starttime
+    except (IndexError, ValueError):  # pragma: no cover - a kernel that changed /proc
+        return None
+
+
+def _pid_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, and belongs to someone else
+        return True
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """The process (or worker) that holds or held a lease."""
+
+    id: str
+    """Unique per drive: two drives of one process are two owners."""
+    host: str
+    pid: int
+    pid_start: int | None
+    """The process's start time (``process_start``), to tell a reused pid from the holder."""
+    started_ms: int
+    worker: str | None = None
+    """The worker's name, when a worker drives the run."""
+
+    @classmethod
+    def here(cls, *, worker: str | None = None) -> Owner:
+        """A new owner for a drive in this process."""
+        pid = os.getpid()
+        return cls(
+            id=uuid.uuid4().hex,
+            host=this_host(),
+            pid=pid,
+            pid_start=process_start(pid),
+            started_ms=int(time.time() * 1000),
+            worker=worker,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "host": self.host,
+            "pid": self.pid,
+            "pid_start": self.pid_start,
+            "started_ms": self.started_ms,
+            "worker": self.worker,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> Owner:
+        """An owner read back from a journal; ``ProtocolError`` if it is not one."""
+        try:
+            if isinstance(data, str):
+                data = json.loads(data)
+            owner = cls(
+                id=data["id"],
+                host=data["host"],
+                pid=data["pid"],
+                pid_start=data.get("pid_start"),
+                started_ms=data.get("started_ms") or 0,
+                worker=data.get("worker"),
+            )
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            raise ProtocolError(f"a lease's owner is not readable: {data!r:.200}") from exc
+        if not (
+            isinstance(owner.id, str)
+            and isinstance(owner.host, str)
+            and isinstance(owner.pid, int)
+            and isinstance(owner.started_ms, int)
+            and (owner.pid_start is None or isinstance(owner.pid_start, int))
+            and (owner.worker is None or isinstance(owner.worker, str))
+        ):
+            raise ProtocolError(f"a lease's owner is not readable: {data!r:.200}")
+        return owner
+
+    def describe(self) -> str:
+        """``worker w-3 (host h, pid 123)`` or ``process 123 on host h``."""
+        if self.worker:
+            return f"worker {self.worker} (host {self.host}, pid {self.pid})"
+        return f"process {self.pid} on host {self.host}"
+
+    def gone(self) -> bool:
+        """True when this owner is a process of this host that no longer exists (or whose pid
+        another process now has). An owner on another host is never known to be gone."""
+        if self.host != this_host():
+            return False
+        if not _pid_exists(self.pid):
+            return True
+        if self.pid_start is None:
+            return False
+        now = process_start(self.pid)
+        return now is not None and now != self.pid_start
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A run's lease as the store holds it."""
+
+    run_id: str
+    epoch: int
+    """Bumped by every acquisition; an append carrying an older epoch is refused."""
+    owner: Owner
+    acquired_ms: int
+    expires_ms: int
+    """On the store's clock (SQLite: the writer's; PostgreSQL: ``now()``)."""
+    released: bool
+    live: bool
+    """Held, by the store's clock when it was read: not released and not expired."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "epoch": self.epoch,
+            "owner": self.owner.to_json(),
+            "acquired_ms": self.acquired_ms,
+            "expires_ms": self.expires_ms,
+            "released": self.released,
+            "live": self.live,
+        }
+
+
+def is_alive(lease: Lease | None) -> bool:
+    """Whether a lease is held by a live owner: live by the store's clock, and not held by a
+    process of this host that is gone (that one counts as expired at once)."""
+    return lease is not None and lease.live and not lease.owner.gone()
