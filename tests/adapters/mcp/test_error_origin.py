@@ -15,11 +15,11 @@ from typing import Any
 import httpx2
 import mcp.types as types
 import pytest
-from mcpkit import STDIO_SERVER, RawHTTPServer, hostile_params
 
 from adapters.mcp import connect, tools
 from adapters.mcp.http import _WitnessedStream
 from runtime import ToolContext, ToolError, ToolOutcomeUnknown
+from tests.adapters.mcp.kit import STDIO_SERVER, RawHTTPServer, hostile_params
 
 # The codes the SDK also makes up for a lost answer, each with the SDK's own wording where it
 # has one: sent by a server, every one of them is still the server's definite "no".

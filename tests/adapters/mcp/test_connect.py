@@ -16,13 +16,13 @@ import pytest
 from mcp import Client, ClientSession
 from mcp.client._memory import InMemoryTransport
 from mcp.server.mcpserver import MCPServer
-from mcpkit import STDIO_SERVER, stdio_params
 
 import adapters.mcp
 from adapters.mcp import Session, connect, tools
 from runtime import ConfigError, ProtocolError, Safety, ToolError, ToolOutcomeUnknown
+from tests.adapters.mcp.kit import STDIO_SERVER, stdio_params
 
-EXAMPLE_SERVER = Path(__file__).resolve().parents[2] / "examples" / "mcp_server.py"
+EXAMPLE_SERVER = Path(__file__).resolve().parents[3] / "examples" / "mcp_server.py"
 
 
 def echo_server() -> MCPServer:
@@ -204,7 +204,7 @@ def test_no_sdk_type_is_exported() -> None:
 
 
 def test_the_example_in_docs_runs_and_prints_what_it_says() -> None:
-    docs = (Path(__file__).resolve().parents[2] / "docs" / "mcp.md").read_text()
+    docs = (Path(__file__).resolve().parents[3] / "docs" / "mcp.md").read_text()
     example = docs.split("```python\n", 1)[1].split("```", 1)[0]
     done = subprocess.run(
         [sys.executable, "-c", example],

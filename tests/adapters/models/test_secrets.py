@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import Dialect, Models
-from provider_server import JSONReply, ProviderServer
-
 from runtime import Agent, Journal, ModelError, RetryPolicy, RunStatus
 from runtime.timeline import render, timeline
+from tests.adapters.models.conftest import Dialect, Models
+from tests.adapters.models.provider_server import JSONReply, ProviderServer
 
 KEY = "sk-live-0123456789abcdefXYZ"
 

@@ -7,10 +7,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from provider_server import ProviderServer, Reply, anthropic_text_stream, openai_text_stream
 
 from adapters.models.anthropic import AnthropicModel
 from adapters.models.openai import OpenAIChatModel
+from tests.adapters.models.provider_server import (
+    ProviderServer,
+    Reply,
+    anthropic_text_stream,
+    openai_text_stream,
+)
 
 
 @pytest.fixture

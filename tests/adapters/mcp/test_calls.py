@@ -13,7 +13,6 @@ import pytest
 from mcp import MCPError
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError as ServerToolError
-from mcpkit import OBJECT, Scripted, text
 from pydantic import BaseModel
 
 from adapters.mcp import (
@@ -32,6 +31,7 @@ from runtime import (
     ToolError,
     ToolOutcomeUnknown,
 )
+from tests.adapters.mcp.kit import OBJECT, Scripted, text
 
 
 def context(safety: Safety = Safety.SIDE_EFFECT) -> ToolContext:

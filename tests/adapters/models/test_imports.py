@@ -11,7 +11,7 @@ import pytest
 
 import adapters.models
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_models_package_all_is_sorted_and_names_only_what_it_defines() -> None:

@@ -6,8 +6,14 @@ import json
 from typing import Any
 
 import pytest
-from conftest import Models
-from provider_server import (
+
+from adapters.models._wire import wire_name
+from adapters.models.openai import OpenAIChatModel
+from runtime.errors import ConfigError, ModelError
+from runtime.messages import AssistantTurn, ToolCall, ToolResultMessage, Usage, UserMessage
+from runtime.tools import ToolSpec
+from tests.adapters.models.conftest import Models
+from tests.adapters.models.provider_server import (
     JSONReply,
     ProviderServer,
     SSEReply,
@@ -15,12 +21,6 @@ from provider_server import (
     openai_events,
     openai_text_stream,
 )
-
-from adapters.models._wire import wire_name
-from adapters.models.openai import OpenAIChatModel
-from runtime.errors import ConfigError, ModelError
-from runtime.messages import AssistantTurn, ToolCall, ToolResultMessage, Usage, UserMessage
-from runtime.tools import ToolSpec
 
 ADD = ToolSpec(
     "add",

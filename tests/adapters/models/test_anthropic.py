@@ -5,8 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import Models
-from provider_server import (
+
+from adapters.models._wire import wire_name
+from adapters.models.anthropic import AnthropicModel
+from runtime.errors import ConfigError, ModelError
+from runtime.messages import AssistantTurn, ToolCall, ToolResultMessage, Usage, UserMessage
+from runtime.tools import ToolSpec
+from tests.adapters.models.conftest import Models
+from tests.adapters.models.provider_server import (
     JSONReply,
     ProviderServer,
     SSEReply,
@@ -14,12 +20,6 @@ from provider_server import (
     anthropic_events,
     anthropic_text_stream,
 )
-
-from adapters.models._wire import wire_name
-from adapters.models.anthropic import AnthropicModel
-from runtime.errors import ConfigError, ModelError
-from runtime.messages import AssistantTurn, ToolCall, ToolResultMessage, Usage, UserMessage
-from runtime.tools import ToolSpec
 
 ADD = ToolSpec(
     "add",

@@ -11,12 +11,12 @@ import socket
 import time
 
 import pytest
-from conftest import Dialect
-from provider_server import JSONReply, ProviderServer, Silence, SSEReply
 
 from runtime.errors import ModelError
 from runtime.messages import UserMessage
 from runtime.retry import RetryingModel, RetryPolicy
+from tests.adapters.models.conftest import Dialect
+from tests.adapters.models.provider_server import JSONReply, ProviderServer, Silence, SSEReply
 
 HELLO = [UserMessage("hi")]
 
