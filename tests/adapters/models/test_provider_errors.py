@@ -13,12 +13,9 @@ import time
 import pytest
 
 from runtime.errors import ModelError
-from runtime.messages import UserMessage
 from runtime.retry import RetryingModel, RetryPolicy
-from tests.adapters.models.conftest import Dialect
+from tests.adapters.models.conftest import HELLO, Dialect
 from tests.adapters.models.provider_server import JSONReply, ProviderServer, Silence, SSEReply
-
-HELLO = [UserMessage("hi")]
 
 
 def error_reply(status: int, message: str = "slow down", **headers: str) -> JSONReply:
