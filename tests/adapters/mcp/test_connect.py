@@ -17,7 +17,6 @@ from mcp import Client, ClientSession
 from mcp.client._memory import InMemoryTransport
 from mcp.server.mcpserver import MCPServer
 
-import adapters.mcp
 from adapters.mcp import Session, connect, tools
 from runtime import ConfigError, ProtocolError, Safety, ToolError, ToolOutcomeUnknown
 from tests.adapters.mcp.kit import STDIO_SERVER, stdio_params
@@ -180,27 +179,6 @@ async def test_the_documented_example_server_runs() -> None:
     async with connect(params) as session:
         names = [t.spec.name for t in await tools(session, trust_annotations=True)]
     assert names
-
-
-def test_all_names_in_dunder_all_are_exported_and_public() -> None:
-    exported = set(adapters.mcp.__all__)
-    assert exported == {name for name in vars(adapters.mcp) if not name.startswith("_")} - {
-        "connection",
-        "elicitation",
-        "http",
-        "listing",
-        "session",
-        "stdio",
-        "tool",
-    }
-    assert adapters.mcp.__all__ == sorted(exported)
-
-
-def test_no_sdk_type_is_exported() -> None:
-    for name in adapters.mcp.__all__:
-        value = getattr(adapters.mcp, name)
-        module = getattr(value, "__module__", "") or ""
-        assert not module.startswith(("mcp.", "mcp_types")), name
 
 
 def test_the_example_in_docs_runs_and_prints_what_it_says() -> None:
