@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +16,7 @@ from mcp.server.mcpserver import MCPServer
 
 from adapters.mcp import Session, connect, tools
 from runtime import ConfigError, ProtocolError, Safety, ToolError, ToolOutcomeUnknown
-from tests.adapters.mcp.kit import STDIO_SERVER, stdio_params
+from tests.adapters.mcp.kit import stdio_params
 
 EXAMPLE_SERVER = Path(__file__).resolve().parents[3] / "examples" / "mcp_server.py"
 
@@ -56,36 +53,6 @@ async def test_a_stdio_server_dying_mid_call_is_unknown_and_the_next_call_is_ref
             await by_name["echo"].call({"text": "still there?"})
         assert type(caught.value) is ToolError
     assert runs.read_text().splitlines() == ["die"]
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-@pytest.fixture
-def http_server() -> Iterator[str]:
-    port = _free_port()
-    child = subprocess.Popen(
-        [sys.executable, str(STDIO_SERVER), "http", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        for _ in range(200):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-                break
-            except OSError:
-                if child.poll() is not None:
-                    raise RuntimeError("the HTTP test server exited") from None
-                time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        child.terminate()
-        child.wait(timeout=10)
 
 
 async def test_an_http_url_is_opened_as_streamable_http(http_server: str) -> None:
