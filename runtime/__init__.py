@@ -9,8 +9,11 @@ from runtime.errors import (
     ConflictError,
     CorruptJournal,
     FormatError,
+    LeaseLost,
     ModelError,
+    OwnershipError,
     ProtocolError,
+    RunBusy,
     SchemaError,
     StorageError,
     ToolArgumentsError,
@@ -21,6 +24,7 @@ from runtime.errors import (
 from runtime.journal import Decided, Journal, Resolution, RunPage, RunRow, Store
 from runtime.messages import AssistantTurn, Message, ToolCall, ToolResultMessage, Usage, UserMessage
 from runtime.model import Model
+from runtime.ownership import Lease, Owner
 from runtime.records import Record
 from runtime.result import Halt, RunResult, RunStatus, Waiting
 from runtime.retry import RetryingModel, RetryPolicy
@@ -45,14 +49,19 @@ __all__ = [
     "FunctionTool",
     "Halt",
     "Journal",
+    "Lease",
+    "LeaseLost",
     "Message",
     "Model",
     "ModelError",
+    "Owner",
+    "OwnershipError",
     "ProtocolError",
     "Record",
     "Resolution",
     "RetryPolicy",
     "RetryingModel",
+    "RunBusy",
     "RunPage",
     "RunResult",
     "RunRow",
