@@ -9,8 +9,13 @@ import pytest
 from runtime import records as R
 from runtime.errors import ProtocolError
 from runtime.messages import AssistantTurn, ToolCall, Usage
+from runtime.ownership import Lease, Owner
 from runtime.records import Record
 from runtime.state import RunState
+
+
+def lease(epoch: int) -> Lease:
+    return Lease("r", epoch, Owner.here(), 0, 60_000, released=False, live=True)
 
 
 class Run:
@@ -42,8 +47,9 @@ class Run:
         self.add(R.turn_key(n), R.TURN, payload)
         return self
 
-    def attempt(self, call: str, k: int = 1) -> Run:
-        self.add(R.attempt_key(call, k), R.ATTEMPT, {"call_id": call, "attempt": k})
+    def attempt(self, call: str, k: int = 1, *, epoch: int = 1) -> Run:
+        payload = {"call_id": call, "attempt": k, "epoch": epoch}
+        self.add(R.attempt_key(call, k), R.ATTEMPT, payload)
         return self
 
     def result(self, call: str, k: int = 1, **outcome: Any) -> Run:
@@ -195,3 +201,28 @@ def test_a_journal_this_bide_writes_has_no_anomalies() -> None:
     run = Run().start().turn("c1").attempt("c1").result("c1", outcome="value", value=1).turn()
     run.add(R.END, R.END, {"status": "completed"})
     assert run.state().anomalies() == []
+
+
+def test_with_a_live_owner_a_run_is_running_even_with_a_side_effect_in_flight() -> None:
+    state = Run().start().turn("c1").attempt("c1", epoch=3).state()
+    assert state.status() == "halted"
+    assert state.live_status(lease(3)) == "running"
+    assert [c.call.id for c in state.in_flight(lease(3))] == ["c1"]
+    assert state.in_flight(lease(4)) == []  # attempted under an owner that is gone
+    assert state.in_flight(None) == []
+
+
+def test_without_a_live_owner_a_running_run_is_orphaned_or_submitted() -> None:
+    state = Run().start().turn("c1").state()
+    assert state.live_status(None) == "orphaned"
+    assert state.live_status(None, submitted=True) == "submitted"
+    assert Run().start().turn("c1").attempt("c1").state().live_status(None) == "halted"
+
+
+def test_an_ended_or_cancelled_run_keeps_its_status_whoever_holds_the_lease() -> None:
+    ended = Run().start().turn()
+    ended.add(R.END, R.END, {"status": "failed"})
+    assert ended.state().live_status(lease(1)) == "failed"
+    cancelled = Run().start().turn("c1")
+    cancelled.add(R.CANCEL, R.CANCEL, {})
+    assert cancelled.state().live_status(lease(1)) == "cancelled"
