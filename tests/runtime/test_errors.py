@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from pathlib import Path
 
 import pytest
 
-from runtime import Journal
+from runtime import Agent, Journal
 from runtime.errors import (
     BideError,
     CorruptJournal,
@@ -16,6 +17,8 @@ from runtime.errors import (
     StorageError,
 )
 from runtime.journal import SQLiteStore
+from runtime.testing import ScriptedModel
+from runtime.worker import Worker
 
 
 def _damage(db_path: Path, key: str, codec: str, payload: str) -> int:
@@ -88,3 +91,25 @@ async def test_a_run_in_an_unknown_format_is_a_format_error_not_a_corrupt_journa
         with pytest.raises(FormatError, match="format 99") as refused:
             await store.load("r")
     assert not isinstance(refused.value, CorruptJournal)
+
+
+@pytest.mark.parametrize(("codec", "payload", "said"), DAMAGE[:2])
+async def test_a_worker_skips_a_run_with_a_corrupt_record_once_and_does_not_retry_it(
+    db_path: Path, codec: str, payload: str, said: str
+) -> None:
+    """Driving it again would fail alike: it is reported, like any run the worker cannot drive."""
+    agent = Agent(model=ScriptedModel([{"text": "done"}]))
+    async with Journal(db_path) as journal:
+        await agent.submit("r", "go", journal=journal)
+    raw = sqlite3.connect(db_path)
+    with raw:
+        raw.execute(
+            "UPDATE bide_records SET codec = ?, payload = ? WHERE run_id = 'r' AND key = 'start'",
+            (codec, payload),
+        )
+    raw.close()
+    async with Journal(db_path) as journal, Worker(journal, agent=agent, poll=0.02) as worker:
+        await asyncio.sleep(0.5)
+    assert worker.claimed == 1
+    assert list(worker.skipped) == ["r"]
+    assert worker.skipped["r"].startswith(f"CorruptJournal: record 'start' of run 'r' {said}")
