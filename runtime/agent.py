@@ -7,6 +7,7 @@ their one implementation.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -27,12 +28,13 @@ from runtime.errors import (
     ToolError,
     ToolOutcomeUnknown,
 )
-from runtime.journal.journal import Journal
+from runtime.journal.journal import Journal, Resolution, resolution_payload
 from runtime.journal.store import unstorable
 from runtime.logs import get_logger
 from runtime.messages import AssistantTurn, Message, ToolResultMessage, UserMessage
 from runtime.model import Model
 from runtime.ownership import Holding, Owner
+from runtime.reconcile import Verdict, consult, reconciler_of, try_key
 from runtime.records import Appended
 from runtime.redact import clean
 from runtime.result import Halt, RunResult, RunStatus, Waiting
@@ -595,6 +597,12 @@ class _Drive:
             recorded = cs.halt_cause
             if recorded is not None:
                 cause += f" (when it halted: {recorded})"
+            # The attempt was another drive's (this one took the lease over): it is over.
+            verdict = await self._reconcile(cs, owner_gone=True)
+            if verdict is not None and verdict.outcome is not None:
+                return None  # settled: the next step sees its result, or its next attempt
+            if verdict is not None:
+                cause += f"; reconciling: {verdict.brief()}"
             return self._halt(cs, cause)
         k = cs.attempt
         tool = self.agent.tools.get(call.name)
@@ -891,8 +899,41 @@ class _Drive:
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _halted(self, cs: CallState, k: int, exc: BaseException, cause: str) -> Halt:
-        """Halt on this drive's own attempt, journaling the cause for every later view."""
+    async def _reconcile(self, cs: CallState, *, owner_gone: bool) -> Verdict | None:
+        """Ask the tool's reconciler about the halted attempt; journal what it concluded (a
+        resolution, first-wins) or the inconclusive try. None if the tool has no reconciler."""
+        tool = self.agent.tools.get(cs.call.name)
+        if tool is None or reconciler_of(tool) is None:
+            return None
+        verdict = await consult(
+            tool, cs, self.run_id, key_scheme=self.key_scheme, owner_gone=owner_gone
+        )
+        if verdict is None:
+            return None
+        if verdict.outcome is None:
+            await self._append(try_key(cs), R.RECONCILE, verdict.to_json(cs), after_end=True)
+            log.info("reconcile_tried", call_id=cs.call.id, said=verdict.brief())
+            return verdict
+        resolution = (
+            Resolution.succeeded(verdict.value)
+            if verdict.outcome == "value"
+            else Resolution.not_executed()
+        )
+        payload = resolution_payload(cs, resolution, by=verdict.by, evidence=verdict.detail)
+        payload["resolved"]["reconciler"] = verdict.reconciler
+        appended = await self._append(R.result_key(cs.call.id, cs.attempt), R.RESULT, payload)
+        log.info(
+            "call_reconciled",
+            call_id=cs.call.id,
+            said=verdict.said,
+            reconciler=verdict.reconciler,
+            won=appended.won,
+        )
+        return verdict
+
+    async def _halted(self, cs: CallState, k: int, exc: BaseException, cause: str) -> Halt | None:
+        """Halt on this drive's own attempt, journaling the cause for every later view; then
+        let the tool's reconciler look the effect up (None: it found it, the call is settled)."""
         halt = self._halt(cs, cause)
         await self._append(
             R.halt_key(cs.call.id, k),
@@ -905,7 +946,13 @@ class _Drive:
             },
             after_end=True,  # evidence of an unknown effect is kept whatever happened meanwhile
         )
-        return halt
+        # This drive owns the attempt and is alive: only *found* can settle it now.
+        verdict = await self._reconcile(cs, owner_gone=False)
+        if verdict is None:
+            return halt
+        if verdict.outcome is not None:
+            return None
+        return dataclasses.replace(halt, cause=f"{halt.cause}; reconciling: {verdict.brief()}")
 
     def _halt(self, cs: CallState, cause: str) -> Halt:
         marker = cs.marker
