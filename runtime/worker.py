@@ -220,6 +220,9 @@ class Worker:
             try:
                 async with self._agent_for(run_id) as agent:
                     verdicts = await settle_run(self.journal, agent.tools, run_id)
+            except CorruptJournal as exc:  # its records are damaged, not the journal failing
+                self._skip(run_id, f"{type(exc).__name__}: {exc}")
+                continue
             except StorageError:
                 raise
             except BideError as exc:

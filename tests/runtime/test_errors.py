@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime import Agent, Journal
+from runtime import Agent, Journal, RunStatus, ToolOutcomeUnknown, tool
 from runtime.errors import (
     BideError,
     CorruptJournal,
@@ -17,8 +17,10 @@ from runtime.errors import (
     StorageError,
 )
 from runtime.journal import SQLiteStore
+from runtime.reconcile import Attempt, Unknown
 from runtime.testing import ScriptedModel
 from runtime.worker import Worker
+from tests.helpers import call
 
 
 def _damage(db_path: Path, key: str, codec: str, payload: str) -> int:
@@ -113,3 +115,28 @@ async def test_a_worker_skips_a_run_with_a_corrupt_record_once_and_does_not_retr
     assert worker.claimed == 1
     assert list(worker.skipped) == ["r"]
     assert worker.skipped["r"].startswith(f"CorruptJournal: record 'start' of run 'r' {said}")
+
+
+async def test_a_worker_skips_a_halted_run_with_a_corrupt_record_instead_of_reconciling_it(
+    db_path: Path,
+) -> None:
+    async def lookup(attempt: Attempt) -> Unknown:
+        return Unknown("the provider does not answer")
+
+    @tool(reconcile=lookup)
+    async def charge(amount: int) -> None:
+        """The provider takes it and the answer is lost."""
+        raise ToolOutcomeUnknown("connection reset after sending")
+
+    script = [{"tool_calls": [call("c1", "charge", amount=5)]}, {"text": "done"}]
+    agent = Agent(model=ScriptedModel(script), tools=[charge])
+    async with Journal(db_path) as journal:
+        assert (await agent.run("r", "go", journal=journal)).status is RunStatus.HALTED
+    raw = sqlite3.connect(db_path)
+    with raw:
+        raw.execute("UPDATE bide_records SET payload = '{oops' WHERE key = 'start'")
+    raw.close()
+    async with Journal(db_path) as journal, Worker(journal, agent=agent, poll=0.02) as worker:
+        await asyncio.sleep(0.5)
+    assert list(worker.skipped) == ["r"]
+    assert worker.skipped["r"].startswith("CorruptJournal: record 'start' of run 'r' is not valid")
