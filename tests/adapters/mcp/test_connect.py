@@ -160,5 +160,10 @@ def test_the_example_in_docs_runs_and_prints_what_it_says() -> None:
         check=True,
     )
     lines = done.stdout.splitlines()
-    assert lines[:3] == ["lookup_order read_only", "set_status idempotent", "refund side_effect"]
-    assert '"status": "shipped"' in lines[3]
+    assert lines[:4] == [
+        "lookup_order read_only",
+        "set_status idempotent",
+        "refund side_effect",
+        "find_refund read_only",
+    ]
+    assert '"status": "shipped"' in lines[4]
