@@ -58,9 +58,10 @@ async def slow_lookup() -> dict[str, Any]:
 
 @tool
 async def charge(amount: int, context: ToolContext) -> dict[str, Any]:
-    """Charge at once, then take a moment to answer (a kill may land in between)."""
+    """Charge at once, then take a moment (CHARGE_PAUSE, default 0.02 s) to answer: a kill may
+    land in between."""
     ledger(context)
-    await asyncio.sleep(0.02)
+    await asyncio.sleep(float(os.environ.get("CHARGE_PAUSE") or 0.02))
     return {"charged": amount}
 
 

@@ -73,8 +73,10 @@ def test_two_workers_one_killed_mid_way_every_run_completes_with_one_charge(
     # Two hosts, as far as leases can tell: the survivor must wait for the TTL, not see a pid.
     # Quiet: a worker's progress lines would fill a pipe nobody reads until the end.
     common += ["-q"]
-    a = spawn(*common, "--name", "w-a", LEDGER=str(ledger), BIDE_HOST="host-a")
-    b = spawn(*common, "--name", "w-b", LEDGER=str(ledger), BIDE_HOST="host-b")
+    # Each charge takes a moment to answer, so the kill finds the killed worker mid-call.
+    env = {"LEDGER": str(ledger), "CHARGE_PAUSE": "0.2"}
+    a = spawn(*common, "--name", "w-a", BIDE_HOST="host-a", **env)
+    b = spawn(*common, "--name", "w-b", BIDE_HOST="host-b", **env)
     try:
         deadline = time.monotonic() + 120
         while _statuses(db)["completed"] < RUNS // 4:
