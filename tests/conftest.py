@@ -66,6 +66,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.fixture
 def backend(request: pytest.FixtureRequest) -> str:
+    """The ``journal`` fixture's database. A test that also takes ``db_path`` reopens the
+    journal by that file name, so its journal stays that SQLite file."""
+    if "db_path" in request.fixturenames:
+        return "sqlite"
     return str(getattr(request, "param", BACKEND))
 
 
