@@ -18,13 +18,16 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.errors import ProtocolError
+from runtime.errors import LeaseLost, ProtocolError, RunBusy
 
 __all__ = [
     "DEFAULT_TTL",
     "Lease",
     "Owner",
+    "busy",
     "is_alive",
+    "lease_from_row",
+    "lost",
     "process_start",
     "this_host",
 ]
@@ -180,3 +183,48 @@ def is_alive(lease: Lease | None) -> bool:
     """Whether a lease is held by a live owner: live by the store's clock, and not held by a
     process of this host that is gone (that one counts as expired at once)."""
     return lease is not None and lease.live and not lease.owner.gone()
+
+
+def _clock(ms: int) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(ms / 1000))
+
+
+def busy(lease: Lease) -> RunBusy:
+    """The refusal a second driver gets: who drives the run, since when, until when."""
+    return RunBusy(
+        f"run {lease.run_id} is being driven by {lease.owner.describe()} since "
+        f"{_clock(lease.acquired_ms)}; lease until {_clock(lease.expires_ms)}",
+        lease=lease,
+        run_id=lease.run_id,
+    )
+
+
+def lease_from_row(
+    run_id: str,
+    epoch: int,
+    owner: str,
+    acquired_ms: int,
+    expires_ms: int,
+    released: bool,
+    now_ms: int,
+) -> Lease:
+    """A lease read from a store's row; ``live`` judged against the store's ``now_ms``."""
+    return Lease(
+        run_id=run_id,
+        epoch=epoch,
+        owner=Owner.from_json(owner),
+        acquired_ms=acquired_ms,
+        expires_ms=expires_ms,
+        released=bool(released),
+        live=not released and expires_ms > now_ms,
+    )
+
+
+def lost(lease: Lease, epoch_now: int | None) -> LeaseLost:
+    """The error a drive gets once another owner took its lease over."""
+    now = "it has no lease now" if epoch_now is None else f"another owner holds epoch {epoch_now}"
+    return LeaseLost(
+        f"run {lease.run_id!r}: this drive's lease (epoch {lease.epoch}) was taken over ({now});"
+        " it appends nothing more and runs no further tool",
+        run_id=lease.run_id,
+    )

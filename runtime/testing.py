@@ -12,8 +12,10 @@ from typing import Any
 
 from runtime.errors import ConfigError, FormatError, StorageError
 from runtime.journal.schema import FORMAT_VERSION
+from runtime.journal.sqlite.leases import LeaseOp, LeaseRow, decide
 from runtime.journal.store import RunPage, RunRow, encode
 from runtime.messages import AssistantTurn, Message, ToolCall, Usage
+from runtime.ownership import Lease, Owner, busy, lease_from_row, lost
 from runtime.records import Appended, Record
 from runtime.tools import ToolSpec
 
@@ -102,6 +104,7 @@ class MemoryStore:
         self._check = check
         self._runs: dict[str, dict[str, Record]] = {}
         self._rows: dict[str, RunRow] = {}
+        self._leases: dict[str, LeaseRow] = {}
         self._seq = 0
         self.commits = 0
 
@@ -122,7 +125,10 @@ class MemoryStore:
             return record
         return dataclasses.replace(record, payload=json.loads(encode(record.payload)))
 
-    async def create_run(self, run_id: str, *, agent: str | None = None) -> bool:
+    async def create_run(
+        self, run_id: str, *, agent: str | None = None, epoch: int | None = None
+    ) -> bool:
+        self._fence(run_id, epoch)
         if run_id in self._runs:
             return False
         self._runs[run_id] = {}
@@ -141,7 +147,9 @@ class MemoryStore:
         unless: str | tuple[str, ...] | None = None,
         watch: str | None = None,
         index: Mapping[str, Any] | None = None,
+        epoch: int | None = None,
     ) -> Appended:
+        self._fence(run_id, epoch)
         run = self._runs.get(run_id)
         if run is None:
             raise FormatError(f"run {run_id!r} has no header record", run_id=run_id)
@@ -164,7 +172,10 @@ class MemoryStore:
             raise StorageError(f"unknown run index columns {sorted(unknown)}")
         self._rows[run_id] = dataclasses.replace(row, **fields, updated_ms=_now_ms())
 
-    async def update_index(self, run_id: str, *, unless: str | None = None, **fields: Any) -> None:
+    async def update_index(
+        self, run_id: str, *, unless: str | None = None, epoch: int | None = None, **fields: Any
+    ) -> None:
+        self._fence(run_id, epoch)
         run = self._runs.get(run_id, {})
         if run_id in self._rows and (unless is None or unless not in run):
             self._index(run_id, fields)
@@ -200,12 +211,79 @@ class MemoryStore:
             if not created.isdigit():
                 raise ConfigError(f"invalid page cursor {before!r}")
             rows = [r for r in rows if (r.created_ms, r.run_id) < (int(created), after_id)]
-        page = rows[:limit]
+        page = [dataclasses.replace(r, lease=await self.lease(r.run_id)) for r in rows[:limit]]
         cursor = f"{page[-1].created_ms}:{page[-1].run_id}" if len(rows) > limit else None
         return RunPage(page, cursor)
 
     async def run_row(self, run_id: str) -> RunRow | None:
-        return self._rows.get(run_id)
+        row = self._rows.get(run_id)
+        return None if row is None else dataclasses.replace(row, lease=await self.lease(run_id))
+
+    # --- leases, by the same rules as the SQLite store's batches --------------------------
+
+    def _fence(self, run_id: str, epoch: int | None) -> None:
+        if epoch is None:
+            return
+        held = self._leases.get(run_id)
+        if held is None or held[0] != epoch:
+            raise lost(
+                Lease(run_id, epoch, Owner("", "", 0, None, 0), 0, 0, True, False),
+                None if held is None else held[0],
+            )
+
+    def _lease_op(self, op: LeaseOp) -> tuple[bool, Lease | None]:
+        self.commits += 1
+        done, row, now = decide(op, self._leases, set(), _now_ms())
+        if row is None:
+            return done, None
+        epoch, owner, _host, acquired, expires, released = row
+        return done, lease_from_row(op.run_id, epoch, owner, acquired, expires, released, now)
+
+    async def acquire(
+        self, run_id: str, owner: Owner, *, ttl: float, take_over: int | None = None
+    ) -> Lease:
+        if not ttl > 0:
+            raise ConfigError(f"a lease's ttl is a positive number of seconds, not {ttl!r}")
+        owner_json = json.dumps(owner.to_json())
+        op = LeaseOp("acquire", run_id, take_over, owner_json, owner.host, round(ttl * 1000))
+        granted, lease = self._lease_op(op)
+        assert lease is not None
+        if not granted:
+            raise busy(lease)
+        return lease
+
+    async def renew(self, lease: Lease, *, ttl: float) -> Lease:
+        renewed, now = self._lease_op(
+            LeaseOp("renew", lease.run_id, lease.epoch, ttl_ms=round(ttl * 1000))
+        )
+        if not renewed or now is None:
+            raise lost(lease, None if now is None else now.epoch)
+        return now
+
+    async def release(self, lease: Lease) -> bool:
+        return self._lease_op(LeaseOp("release", lease.run_id, lease.epoch))[0]
+
+    async def lease(self, run_id: str) -> Lease | None:
+        row = self._leases.get(run_id)
+        if row is None:
+            return None
+        epoch, owner, _host, acquired, expires, released = row
+        return lease_from_row(run_id, epoch, owner, acquired, expires, released, _now_ms())
+
+    async def claimable(
+        self, *, limit: int = 10, host: str | None = None
+    ) -> list[tuple[str, Lease | None]]:
+        now = _now_ms()
+        found = []
+        for row in sorted(self._rows.values(), key=lambda r: (r.updated_ms, r.run_id)):
+            if row.status not in ("running", "submitted"):
+                continue
+            held = self._leases.get(row.run_id)
+            if held is None or held[5] or held[4] <= now or (host is not None and held[2] == host):
+                found.append((row.run_id, await self.lease(row.run_id)))
+            if len(found) == limit:
+                break
+        return found
 
 
 def _seq(record: Record) -> int:

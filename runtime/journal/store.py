@@ -12,6 +12,7 @@ import itertools
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Self
@@ -27,10 +28,12 @@ from runtime.journal.sqlite import (
     AppendOp,
     CreateOp,
     IndexOp,
+    LeaseOp,
     Readers,
     Writer,
     check_format,
 )
+from runtime.ownership import Lease, Owner, busy, lease_from_row, lost
 from runtime.records import CODEC, Appended, Record
 
 __all__ = [
@@ -218,6 +221,8 @@ class RunRow:
     created_ms: int
     updated_ms: int
     detail: Any
+    lease: Lease | None = None
+    """Who drives the run (or last drove it), if a drive ever held its lease."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,7 +247,7 @@ class _Query:
         return tuple(values[n] if n in values else self.defaults[n] for n in self.names)
 
 
-_r, _u = schema.records, schema.runs
+_r, _u, _l = schema.records, schema.runs, schema.leases
 _RUN_ID: sa.BindParameter[str] = sa.bindparam("run_id")
 _GET = _Query(
     sa.select(_r.c.seq, _r.c.kind, _r.c.codec, _r.c.payload, _r.c.created_ms).where(
@@ -263,11 +268,17 @@ _RUN_COLUMNS = (
     _u.c.created_ms,
     _u.c.updated_ms,
     _u.c.detail,
+    _l.c.epoch,
+    _l.c.owner,
+    _l.c.acquired_ms,
+    _l.c.expires_ms,
+    _l.c.released,
 )
+_RUNS = _u.outerjoin(_l, _l.c.run_id == _u.c.run_id)
 
 
 def _list_query(status: bool, prefix: bool, before: bool) -> _Query:
-    query = sa.select(*_RUN_COLUMNS)
+    query = sa.select(*_RUN_COLUMNS).select_from(_RUNS)
     if status:
         query = query.where(_u.c.status == sa.bindparam("status"))
     if prefix:
@@ -281,7 +292,27 @@ def _list_query(status: bool, prefix: bool, before: bool) -> _Query:
 
 _LIST = {flags: _list_query(*flags) for flags in itertools.product((False, True), repeat=3)}
 """One compiled listing per combination of filters: (status, prefix, before)."""
-_ROW = _Query(sa.select(*_RUN_COLUMNS).where(_u.c.run_id == _RUN_ID))
+_ROW = _Query(sa.select(*_RUN_COLUMNS).select_from(_RUNS).where(_u.c.run_id == _RUN_ID))
+_LEASE = _Query(
+    sa.select(_l.c.epoch, _l.c.owner, _l.c.acquired_ms, _l.c.expires_ms, _l.c.released).where(
+        _l.c.run_id == _RUN_ID
+    )
+)
+_CLAIMABLE = _Query(
+    sa.select(_u.c.run_id, _l.c.epoch, _l.c.owner, _l.c.acquired_ms, _l.c.expires_ms, _l.c.released)
+    .select_from(_RUNS)
+    .where(
+        sa.or_(_u.c.status == "running", _u.c.status == "submitted"),
+        sa.or_(
+            _l.c.run_id.is_(None),
+            _l.c.released.is_(True),
+            _l.c.expires_ms <= sa.bindparam("now"),
+            _l.c.host == sa.bindparam("host"),
+        ),
+    )
+    .order_by(_u.c.updated_ms, _u.c.run_id)
+    .limit(sa.bindparam("limit"))
+)
 
 
 class SQLiteStore:
@@ -346,14 +377,16 @@ class SQLiteStore:
 
     # --- writes ----------------------------------------------------------------------------
 
-    async def create_run(self, run_id: str, *, agent: str | None = None) -> bool:
+    async def create_run(
+        self, run_id: str, *, agent: str | None = None, epoch: int | None = None
+    ) -> bool:
         """Write the run's header (format version) unless the run exists; True if it is new.
 
         An existing run written in another format is refused with ``FormatError``.
         """
         _check_run_id(run_id)
         header = encode({"format": schema.FORMAT_VERSION})
-        created = bool(await self._writer.submit(CreateOp(run_id, header, agent)))
+        created = bool(await self._writer.submit(CreateOp(run_id, header, agent, epoch)))
         self._verified.add(run_id)
         return created
 
@@ -367,13 +400,15 @@ class SQLiteStore:
         unless: str | tuple[str, ...] | None = None,
         watch: str | None = None,
         index: Mapping[str, Any] | None = None,
+        epoch: int | None = None,
     ) -> Appended:
         """Insert ``payload`` under ``key`` unless the key exists; return the winner.
 
         Of two writers of one key exactly one wins and both get the winning record. ``unless``
         names keys whose presence refuses the insert (checked in the same transaction);
         ``watch`` names a key whose presence is reported back; ``index`` updates the run's row
-        in the derived index in the same transaction.
+        in the derived index in the same transaction. Given ``epoch``, the append is refused
+        with ``LeaseLost`` unless the run's lease still has that epoch.
         """
         op = AppendOp(
             run_id,
@@ -385,6 +420,7 @@ class SQLiteStore:
             watch=watch,
             check_header=run_id not in self._verified,
             index=_index_fields(index) if index else None,
+            epoch=epoch,
         )
         outcome = await self._writer.submit(op)
         self._verified.add(run_id)
@@ -394,13 +430,46 @@ class SQLiteStore:
         value = payload if won else decode(codec, text, run_id=run_id, key=key)
         return Appended(won, Record(seq, run_id, key, kind_, value, created_ms, codec), watched)
 
-    async def update_index(self, run_id: str, *, unless: str | None = None, **fields: Any) -> None:
+    async def update_index(
+        self, run_id: str, *, unless: str | None = None, epoch: int | None = None, **fields: Any
+    ) -> None:
         """Update the run's listing row (status, agent, turns, detail). Never touches a record.
 
         ``unless`` names a key whose record, if present, leaves the row as it is (checked in
         the same transaction).
         """
-        await self._writer.submit(IndexOp(run_id, _index_fields(fields), unless))
+        await self._writer.submit(IndexOp(run_id, _index_fields(fields), unless, epoch))
+
+    # --- leases (on the writer's clock) ----------------------------------------------------
+
+    async def acquire(
+        self, run_id: str, owner: Owner, *, ttl: float, take_over: int | None = None
+    ) -> Lease:
+        """The run's lease for ``owner``, or ``RunBusy`` naming the live holder."""
+        _check_run_id(run_id)
+        op = LeaseOp(
+            "acquire", run_id, take_over, json.dumps(owner.to_json()), owner.host, _ms(ttl)
+        )
+        granted, row, now = await self._writer.submit(op)
+        lease = _held(run_id, row, now)
+        if not granted:
+            raise busy(lease)
+        return lease
+
+    async def renew(self, lease: Lease, *, ttl: float) -> Lease:
+        """Extend ``lease`` by ``ttl`` from now; ``LeaseLost`` if another owner took it."""
+        op = LeaseOp("renew", lease.run_id, lease.epoch, ttl_ms=_ms(ttl))
+        renewed, row, now = await self._writer.submit(op)
+        if not renewed:
+            raise lost(lease, None if row is None else row[0])
+        return _held(lease.run_id, row, now)
+
+    async def release(self, lease: Lease) -> bool:
+        """Release ``lease``; False (nothing changed) if another owner holds the run now."""
+        released, _row, _now = await self._writer.submit(
+            LeaseOp("release", lease.run_id, lease.epoch)
+        )
+        return bool(released)
 
     # --- reads -----------------------------------------------------------------------------
 
@@ -466,9 +535,47 @@ class SQLiteStore:
         row = await self._readers.run(_fetchone, _ROW.sql, _ROW.params(run_id=run_id))
         return None if row is None else _run_row(row)
 
+    async def lease(self, run_id: str) -> Lease | None:
+        """The run's lease as it stands, if a drive ever took one."""
+        row = await self._readers.run(_fetchone, _LEASE.sql, _LEASE.params(run_id=run_id))
+        return None if row is None else _read(run_id, row, _now_ms())
+
+    async def claimable(
+        self, *, limit: int = 10, host: str | None = None
+    ) -> list[tuple[str, Lease | None]]:
+        """Runs a worker may claim (see ``Store``), least recently updated first."""
+        now = _now_ms()
+        params = _CLAIMABLE.params(now=now, host=host, limit=limit)
+        rows = await self._readers.run(_fetchall, _CLAIMABLE.sql, params)
+        return [(row[0], None if row[1] is None else _read(row[0], row[1:], now)) for row in rows]
+
+
+def _held(run_id: str, row: Any, now: int) -> Lease:
+    """A lease from the writer's row: epoch, owner, host, acquired, expires, released."""
+    epoch, owner, _host, acquired_ms, expires_ms, released = row
+    return lease_from_row(run_id, epoch, owner, acquired_ms, expires_ms, released, now)
+
+
+def _read(run_id: str, row: Any, now: int) -> Lease:
+    """A lease from a read: epoch, owner, acquired, expires, released."""
+    epoch, owner, acquired_ms, expires_ms, released = row
+    return lease_from_row(run_id, epoch, owner, acquired_ms, expires_ms, released, now)
+
+
+def _now_ms() -> int:
+    """The writer's clock, which leases are measured on (it runs in this process)."""
+    return time.time_ns() // 1_000_000
+
+
+def _ms(seconds: float) -> int:
+    if not seconds > 0:
+        raise ConfigError(f"a lease's ttl is a positive number of seconds, not {seconds!r}")
+    return max(1, round(seconds * 1000))
+
 
 def _run_row(row: Any) -> RunRow:
-    run_id, fmt, status, agent, turns, created_ms, updated_ms, detail = row
+    run_id, fmt, status, agent, turns, created_ms, updated_ms, detail, *held = row
+    lease = None if held[0] is None else _read(run_id, held, _now_ms())
     return RunRow(
         run_id,
         fmt,
@@ -478,6 +585,7 @@ def _run_row(row: Any) -> RunRow:
         created_ms,
         updated_ms,
         json.loads(detail) if detail else None,
+        lease,
     )
 
 

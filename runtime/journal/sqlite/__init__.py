@@ -1,7 +1,7 @@
 """SQLite underneath the journal: connection setup and readers (``setup``), the batch logic that
 decides each key's winner (``batch``), and the group-commit writer thread (``writer``)."""
 
-from runtime.journal.sqlite.batch import AppendOp, CreateOp, IndexOp, Op
+from runtime.journal.sqlite.batch import AppendOp, CreateOp, IndexOp, LeaseOp, Op
 from runtime.journal.sqlite.setup import BUSY_TIMEOUT_MS, Readers, check_format, configure
 from runtime.journal.sqlite.writer import Writer
 
@@ -10,6 +10,7 @@ __all__ = [
     "AppendOp",
     "CreateOp",
     "IndexOp",
+    "LeaseOp",
     "Op",
     "Readers",
     "Writer",

@@ -14,9 +14,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.errors import FormatError, StorageError
+from runtime.errors import FormatError, LeaseLost, StorageError
 from runtime.journal import schema
+from runtime.journal.sqlite.leases import LeaseOp, LeaseRow, decide, read_leases, write_leases
 from runtime.journal.sqlite.setup import check_format
+from runtime.ownership import Owner
 
 __all__ = [
     "INDEX_COLUMNS",
@@ -24,6 +26,7 @@ __all__ = [
     "CreateOp",
     "Failed",
     "IndexOp",
+    "LeaseOp",
     "Op",
     "apply",
     "chunk_rows",
@@ -125,6 +128,8 @@ class AppendOp:
     """Report whether a record under this key exists, read inside the same transaction."""
     check_header: bool = False
     index: dict[str, Any] | None = None
+    epoch: int | None = None
+    """Refuse the append (``LeaseLost``) unless the run's lease has this epoch."""
 
 
 @dataclass(slots=True)
@@ -134,6 +139,8 @@ class CreateOp:
     run_id: str
     header: str
     agent: str | None
+    epoch: int | None = None
+    status: str = "running"
 
 
 @dataclass(slots=True)
@@ -145,9 +152,10 @@ class IndexOp:
     unless: str | None = None
     """If a record under this key exists in the run, change nothing (an ended run keeps the
     status its end marker gave it, whatever a slower driver concludes)."""
+    epoch: int | None = None
 
 
-Op = AppendOp | CreateOp | IndexOp
+Op = AppendOp | CreateOp | IndexOp | LeaseOp
 
 
 class Failed:
@@ -187,7 +195,10 @@ def apply(conn: sqlite3.Connection, ops: list[Op], now: int, limit: int) -> list
     it is written for speed (flat parameter lists, no per-row helpers).
     """
     wanted: dict[tuple[str, str], None] = {}
+    fenced: list[str] = []
     for op in ops:
+        if type(op) is LeaseOp or op.epoch is not None:
+            fenced.append(op.run_id)
         if type(op) is AppendOp:
             run_id = op.run_id
             wanted[run_id, op.key] = None
@@ -211,12 +222,22 @@ def apply(conn: sqlite3.Connection, ops: list[Op], now: int, limit: int) -> list
                 seq = found[0] or 0
             else:
                 present[found[1], found[2]] = (found[0], *found[3:])
+    leases = read_leases(conn, fenced, limit) if fenced else {}
+    dirty: set[str] = set()
     inserts: list[Any] = []  # flat: seven values per record
     created: list[Any] = []  # flat: seven values per run
     index: dict[str, dict[str, Any]] = {}
     outcomes: list[Any] = []
     outcome = outcomes.append
     for op in ops:
+        if type(op) is LeaseOp:
+            outcome(decide(op, leases, dirty, now))
+            continue
+        if op.epoch is not None:
+            held = leases.get(op.run_id)
+            if held is None or held[0] != op.epoch:
+                outcome(Failed(_lost(op.run_id, op.epoch, held)))
+                continue
         if type(op) is AppendOp:
             run_id = op.run_id
             if op.check_header:
@@ -255,7 +276,7 @@ def apply(conn: sqlite3.Connection, ops: list[Op], now: int, limit: int) -> list
                 seq += 1
                 present[k] = (seq, "header", "json", op.header, now)
                 inserts += (seq, run_id, "header", "header", "json", op.header, now)
-                created += (run_id, schema.FORMAT_VERSION, now, now, "running", op.agent, 0)
+                created += (run_id, schema.FORMAT_VERSION, now, now, op.status, op.agent, 0)
                 outcome(True)
                 continue
             try:
@@ -283,7 +304,25 @@ def apply(conn: sqlite3.Connection, ops: list[Op], now: int, limit: int) -> list
         conn.execute(insert_runs_sql(len(part) // 7), part)
     if index:
         _update_runs(conn, index, now, limit)
+    if dirty:
+        write_leases(conn, leases, dirty)
     return outcomes
+
+
+def _lost(run_id: str, epoch: int | None, held: LeaseRow | None) -> LeaseLost:
+    if held is None:
+        holder = "it has no lease"
+    else:
+        try:
+            who = Owner.from_json(held[1]).describe()
+        except Exception:  # an unreadable owner must not hide the refusal
+            who = "another owner"
+        holder = f"{who} holds epoch {held[0]}"
+    return LeaseLost(
+        f"run {run_id!r}: this drive's lease (epoch {epoch}) was taken over ({holder}); "
+        "it appends nothing more and runs no further tool",
+        run_id=run_id,
+    )
 
 
 def _update_runs(

@@ -15,7 +15,7 @@ from typing import Any
 
 from runtime import faults
 from runtime.errors import StorageError
-from runtime.journal.sqlite.batch import Failed, IndexOp, Op, apply
+from runtime.journal.sqlite.batch import Failed, IndexOp, LeaseOp, Op, apply
 from runtime.journal.sqlite.setup import BUSY_TIMEOUT_MS, configure, file_identity, storage_error
 from runtime.logs import get_logger
 
@@ -176,7 +176,7 @@ class Writer:
         self, conn: sqlite3.Connection, batch: list[tuple[Op, asyncio.Future[Any]]]
     ) -> None:
         ops = [op for op, _ in batch]
-        records = len(ops) - sum(type(op) is IndexOp for op in ops)
+        records = sum(type(op) is not IndexOp and type(op) is not LeaseOp for op in ops)
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:

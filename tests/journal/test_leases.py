@@ -1,0 +1,184 @@
+"""The lease contract every store keeps: one holder, expiry, takeover by epoch, fencing, claims."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from runtime.errors import LeaseLost, RunBusy
+from runtime.journal import SQLiteStore, Store
+from runtime.ownership import Owner, is_alive, process_start, this_host
+from runtime.testing import MemoryStore
+
+TTL = 15.0
+
+
+@pytest.fixture(params=["sqlite", "memory"])
+async def store(request: pytest.FixtureRequest, db_path: Path) -> AsyncIterator[Store]:
+    s: Store = await SQLiteStore.open(db_path) if request.param == "sqlite" else MemoryStore()
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+def owner(name: str = "w-1", host: str | None = None) -> Owner:
+    return dataclasses.replace(Owner.here(worker=name), host=host or this_host())
+
+
+async def test_the_first_acquire_gets_epoch_one_and_names_its_owner(store: Store) -> None:
+    me = owner()
+    lease = await store.acquire("r", me, ttl=TTL)
+    assert (lease.epoch, lease.owner, lease.live, lease.released) == (1, me, True, False)
+    assert lease.expires_ms - lease.acquired_ms == TTL * 1000
+    assert await store.lease("r") == lease
+
+
+async def test_a_live_lease_refuses_a_second_owner_naming_the_first(store: Store) -> None:
+    first = await store.acquire("r", owner("w-3"), ttl=TTL)
+    with pytest.raises(RunBusy) as caught:
+        await store.acquire("r", owner("w-4"), ttl=TTL)
+    assert caught.value.lease == first
+    assert str(caught.value).startswith("run r is being driven by worker w-3 (host ")
+    assert "lease until" in str(caught.value)
+
+
+async def test_of_many_concurrent_acquirers_exactly_one_wins(store: Store) -> None:
+    outcomes = await asyncio.gather(
+        *(store.acquire("r", owner(f"w-{i}"), ttl=TTL) for i in range(50)), return_exceptions=True
+    )
+    won = [o for o in outcomes if not isinstance(o, BaseException)]
+    assert len(won) == 1
+    assert all(isinstance(o, RunBusy) for o in outcomes if o is not won[0])
+
+
+async def test_an_expired_lease_is_taken_over_with_the_next_epoch(store: Store) -> None:
+    await store.acquire("r", owner("w-1"), ttl=0.05)
+    await asyncio.sleep(0.1)
+    stale = await store.lease("r")
+    assert stale is not None and not stale.live
+    taken = await store.acquire("r", owner("w-2"), ttl=TTL)
+    assert (taken.epoch, taken.owner.worker, taken.live) == (2, "w-2", True)
+
+
+async def test_take_over_names_the_epoch_whose_holder_is_gone(store: Store) -> None:
+    first = await store.acquire("r", owner("w-1"), ttl=TTL)
+    with pytest.raises(RunBusy):
+        await store.acquire("r", owner("w-2"), ttl=TTL, take_over=first.epoch + 1)
+    taken = await store.acquire("r", owner("w-2"), ttl=TTL, take_over=first.epoch)
+    assert taken.epoch == 2
+    with pytest.raises(RunBusy):  # the same stale epoch cannot take it twice
+        await store.acquire("r", owner("w-3"), ttl=TTL, take_over=first.epoch)
+
+
+async def test_release_frees_the_run_and_a_stale_release_changes_nothing(store: Store) -> None:
+    first = await store.acquire("r", owner("w-1"), ttl=TTL)
+    assert await store.release(first)
+    released = await store.lease("r")
+    assert released is not None and released.released and not released.live
+    second = await store.acquire("r", owner("w-2"), ttl=TTL)
+    assert second.epoch == 2
+    assert not await store.release(first)
+    assert await store.lease("r") == second
+
+
+async def test_renew_extends_a_held_lease_and_fails_once_taken_over(store: Store) -> None:
+    first = await store.acquire("r", owner("w-1"), ttl=0.2)
+    await asyncio.sleep(0.05)
+    renewed = await store.renew(first, ttl=TTL)
+    assert renewed.epoch == first.epoch and renewed.expires_ms > first.expires_ms
+    await store.acquire("r", owner("w-2"), ttl=TTL, take_over=first.epoch)
+    with pytest.raises(LeaseLost, match="taken over"):
+        await store.renew(first, ttl=TTL)
+
+
+async def test_appends_under_a_taken_over_epoch_are_refused_and_write_nothing(
+    store: Store,
+) -> None:
+    first = await store.acquire("r", owner("w-1"), ttl=TTL)
+    assert await store.create_run("r", epoch=first.epoch)
+    assert (await store.append("r", "a", "t", 1, epoch=first.epoch)).won
+    await store.acquire("r", owner("w-2"), ttl=TTL, take_over=first.epoch)
+    with pytest.raises(LeaseLost):
+        await store.append("r", "b", "t", 2, epoch=first.epoch)
+    with pytest.raises(LeaseLost):
+        await store.update_index("r", epoch=first.epoch, status="halted")
+    with pytest.raises(LeaseLost):
+        await store.create_run("r2", epoch=first.epoch)
+    assert await store.get("r", "b") is None
+    row = await store.run_row("r")
+    assert row is not None and row.status == "running"
+    assert not await store.check_run("r2")
+    assert (await store.append("r", "b", "t", 3, epoch=2)).won
+
+
+async def test_an_expired_lease_still_fences_nobody_until_it_is_taken(store: Store) -> None:
+    lease = await store.acquire("r", owner(), ttl=0.05)
+    await store.create_run("r", epoch=lease.epoch)
+    await asyncio.sleep(0.1)
+    assert (await store.append("r", "late", "t", 1, epoch=lease.epoch)).won
+
+
+async def test_an_epoch_on_a_run_without_a_lease_is_refused(store: Store) -> None:
+    await store.create_run("r")
+    with pytest.raises(LeaseLost, match="no lease"):
+        await store.append("r", "k", "t", 1, epoch=1)
+
+
+async def test_run_rows_carry_the_lease(store: Store) -> None:
+    await store.create_run("free")
+    lease = await store.acquire("held", owner(), ttl=TTL)
+    await store.create_run("held", epoch=lease.epoch)
+    held = await store.run_row("held")
+    free = await store.run_row("free")
+    assert held is not None and held.lease == lease
+    assert free is not None and free.lease is None
+    listed = {r.run_id: r.lease for r in (await store.list_runs()).runs}
+    assert listed == {"held": lease, "free": None}
+
+
+async def test_claimable_lists_runs_to_drive_that_no_live_owner_holds(store: Store) -> None:
+    for run_id in ("never", "expired", "held", "released", "here", "halted", "ended"):
+        await store.create_run(run_id)
+    await store.update_index("halted", status="halted")
+    await store.update_index("ended", status="completed")
+    await store.acquire("expired", owner(), ttl=0.05)
+    await store.acquire("held", owner(host="elsewhere"), ttl=TTL)
+    await store.release(await store.acquire("released", owner(), ttl=TTL))
+    await store.acquire("here", owner(), ttl=TTL)
+    await asyncio.sleep(0.1)
+    claimable = dict(await store.claimable(limit=100))
+    assert set(claimable) == {"never", "expired", "released"}
+    assert claimable["never"] is None
+    with_host = dict(await store.claimable(limit=100, host=this_host()))
+    assert set(with_host) == {"never", "expired", "released", "here"}
+    assert len(await store.claimable(limit=2)) == 2
+
+
+def test_an_owner_is_gone_once_its_process_is() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    start = process_start(child.pid)
+    child.wait()
+    dead = Owner("x", this_host(), child.pid, start, 0)
+    assert dead.gone()
+    me = Owner.here()
+    assert not me.gone()
+    assert not dataclasses.replace(me, host="another-host").gone()
+    assert dataclasses.replace(me, pid_start=(me.pid_start or 0) + 1).gone()  # a reused pid
+    assert me.pid == os.getpid()
+
+
+async def test_a_lease_of_a_gone_process_on_this_host_is_not_alive(store: Store) -> None:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    dead = Owner("x", this_host(), child.pid, None, 0)
+    lease = await store.acquire("r", dead, ttl=TTL)
+    assert lease.live and not is_alive(lease)
+    assert is_alive(await store.acquire("s", owner(), ttl=TTL))
