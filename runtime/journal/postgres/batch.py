@@ -117,10 +117,10 @@ class Failed:
 
 
 def fenced(run_id: str, epoch: int, current: int | None) -> LeaseLost:
-    held = "no lease" if current is None else f"its lease is at epoch {current}"
+    held = "it has no lease" if current is None else f"another owner holds epoch {current}"
     return LeaseLost(
         f"run {run_id!r}: this drive's lease (epoch {epoch}) was taken over ({held}); "
-        "nothing more is written by it",
+        "it appends nothing more and runs no further tool",
         run_id=run_id,
     )
 

@@ -42,12 +42,12 @@ ACQUIRE = sa.text(
 
 RENEW = sa.text(
     f"UPDATE {_L} AS l SET expires_ms = {NOW_MS} + :ttl_ms "
-    f"WHERE l.run_id = :run_id AND l.epoch = :epoch RETURNING {_COLUMNS}"
+    f"WHERE l.run_id = :run_id AND l.epoch = :epoch AND NOT l.released RETURNING {_COLUMNS}"
 )
 
 RELEASE = sa.text(
-    f"UPDATE {_L} AS l SET released = true WHERE l.run_id = :run_id AND l.epoch = :epoch "
-    "RETURNING 1"
+    f"UPDATE {_L} AS l SET released = true, expires_ms = {NOW_MS} "
+    "WHERE l.run_id = :run_id AND l.epoch = :epoch AND NOT l.released RETURNING 1"
 )
 
 READ = sa.text(f"SELECT {_COLUMNS} FROM {_L} AS l WHERE l.run_id = :run_id")

@@ -32,7 +32,7 @@ from runtime.journal.postgres.migrate import ensure_engine
 from runtime.journal.postgres.writer import Writer
 from runtime.journal.sqlite.setup import check_format
 from runtime.journal.store import RunPage, RunRow, decode, encode
-from runtime.ownership import Lease, Owner
+from runtime.ownership import Lease, Owner, busy, lost
 from runtime.records import CODEC, Appended, Record
 
 __all__ = ["PostgresStore"]
@@ -218,7 +218,7 @@ class PostgresStore:
             if lease is None:  # pragma: no cover - the upsert either wins or meets a row
                 raise StorageError(f"journal {self.path}: the lease of run {run_id!r} vanished")
             if granted is None:
-                raise RunBusy(_busy(lease), lease=lease, run_id=run_id)
+                raise busy(lease)
             return lease
 
         return await self._run(go, self._engine, doing=f"cannot acquire run {run_id!r}")
@@ -234,11 +234,7 @@ class PostgresStore:
         renewed = None if row is None else L.lease_of(lease.run_id, row)
         if renewed is None:
             current = await self.lease(lease.run_id)
-            raise LeaseLost(
-                f"run {lease.run_id!r}: the lease of epoch {lease.epoch} was taken over"
-                + ("" if current is None else f" by {current.owner.describe()}"),
-                run_id=lease.run_id,
-            )
+            raise lost(lease, None if current is None else current.epoch)
         return renewed
 
     async def release(self, lease: Lease) -> bool:
@@ -390,13 +386,7 @@ def _run_row(row: Any) -> RunRow:
         created_ms,
         updated_ms,
         json.loads(detail) if detail else None,
-    )
-
-
-def _busy(lease: Lease) -> str:
-    return (
-        f"run {lease.run_id!r} is being driven by {lease.owner.describe()} (lease epoch "
-        f"{lease.epoch}, held until {lease.expires_ms} ms on the database's clock unless renewed)"
+        L.lease_of(run_id, row[8:]),
     )
 
 
