@@ -91,6 +91,13 @@ def pg_template() -> Iterator[str]:
 
 
 @pytest.fixture
+def pg_empty(pg_template: str) -> Iterator[str]:
+    """A fresh, empty PostgreSQL database (no bide schema) for this test, dropped afterwards."""
+    with server.database() as url:
+        yield url
+
+
+@pytest.fixture
 def pg_url(pg_template: str) -> Iterator[str]:
     """A fresh PostgreSQL database at head for this test, dropped afterwards."""
     with server.database(pg_template) as url:
