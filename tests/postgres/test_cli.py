@@ -1,0 +1,91 @@
+"""The CLI on a PostgreSQL journal: ``--db postgresql://...`` and ``$BIDE_DB`` alike, and a run
+started by one process resumed, resolved and finished by others."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+from examples.payments import PaymentsLedger
+from runtime.tools import idempotency_key_for
+from tests.cli.invoke import child
+
+
+def test_a_run_killed_after_its_charge_is_resumed_by_other_processes_and_charges_once(
+    pg_url: str, tmp_path: Path
+) -> None:
+    ledger_file = str(tmp_path / "ledger.db")
+    ledger = PaymentsLedger(ledger_file)
+    spec = "examples.payments:make_agent"
+    killed = child(
+        "run",
+        "--db",
+        pg_url,
+        "--agent",
+        spec,
+        "--run-id",
+        "r",
+        "charge ann",
+        PAYMENTS_LEDGER=ledger_file,
+        BIDE_CRASH="tool.after_call@3",
+    )
+    assert killed.code == -signal.SIGKILL, killed.err
+    assert len(ledger.charges()) == 1
+
+    for _ in range(2):  # however often it is resumed, it halts and does not charge
+        halted = child("resume", "--db", pg_url, "r", "--json", PAYMENTS_LEDGER=ledger_file)
+        assert halted.code == 4, halted.err
+        assert [h["call_id"] for h in halted.json()["halts"]] == ["c3"]
+        assert len(ledger.charges()) == 1
+
+    charge = ledger.find_charge(idempotency_key_for("r", "c3"))
+    assert charge is not None
+    resolved = child(
+        "resolve",
+        "r",
+        "c3",
+        "--succeeded",
+        json.dumps(charge),
+        "--by",
+        "test",
+        PAYMENTS_LEDGER=ledger_file,
+        BIDE_DB=pg_url,
+    )
+    assert resolved.code == 0, resolved.err
+    finished = child("resume", "r", PAYMENTS_LEDGER=ledger_file, BIDE_DB=pg_url)
+    assert (finished.code, finished.out) == (
+        0,
+        "Charged ann 12.00 for the May invoice on her card on file.\n",
+    ), finished.err
+    assert len(ledger.charges()) == 1
+    listed = child("list", "--json", BIDE_DB=pg_url).json()["runs"]
+    assert [(r["run_id"], r["status"]) for r in listed] == [("r", "completed")]
+
+
+def test_a_run_killed_after_a_turn_was_recorded_resumes_to_completion(pg_url: str) -> None:
+    killed = child(
+        "run",
+        "--db",
+        pg_url,
+        "--agent",
+        "tests.cli.agents:agent",
+        "--run-id",
+        "r",
+        "go",
+        BIDE_CRASH="turn.after_record@1",
+    )
+    assert killed.code == -signal.SIGKILL
+    # As on SQLite (tests/cli/test_drive.py): the index says what the killed drive left.
+    assert child("list", "--db", pg_url, "--json").json()["runs"][0]["status"] == "running"
+    resumed = child("resume", "--db", pg_url, "r")
+    assert (resumed.code, resumed.out) == (0, "all done\n"), resumed.err
+    assert [e["event"] for e in resumed.events()][:2] == ["run_resumed", "tool_started"]
+    shown = child("show", "--db", pg_url, "r", "--json")
+    assert shown.code == 0 and shown.json()["status"] == "completed", shown.out
+
+
+def test_a_command_on_a_database_without_the_schema_says_how_to_create_it(pg_empty: str) -> None:
+    done = child("list", "--db", pg_empty)
+    assert done.code == 2
+    assert "has no bide schema" in done.error_line and "migrate" in done.error_line
