@@ -78,6 +78,8 @@ def pg_template() -> Iterator[str]:
     """A database bide migrated to head, once per session: each test's database is a copy."""
     why = server.reachable()
     if why is not None:
+        if os.environ.get("BIDE_TEST_REQUIRE_POSTGRES"):
+            pytest.fail(why)
         pytest.skip(why)
     with server.database() as url:
 
