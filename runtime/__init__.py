@@ -8,8 +8,11 @@ from runtime.errors import (
     ConfigError,
     ConflictError,
     FormatError,
+    LeaseLost,
     ModelError,
+    OwnershipError,
     ProtocolError,
+    RunBusy,
     SchemaError,
     StorageError,
     ToolArgumentsError,
@@ -20,6 +23,7 @@ from runtime.errors import (
 from runtime.journal import Decided, Journal, Resolution, RunPage, RunRow, Store
 from runtime.messages import AssistantTurn, Message, ToolCall, ToolResultMessage, Usage, UserMessage
 from runtime.model import Model
+from runtime.ownership import Lease, Owner
 from runtime.records import Record
 from runtime.result import Halt, RunResult, RunStatus, Waiting
 from runtime.retry import RetryingModel, RetryPolicy
@@ -43,14 +47,19 @@ __all__ = [
     "FunctionTool",
     "Halt",
     "Journal",
+    "Lease",
+    "LeaseLost",
     "Message",
     "Model",
     "ModelError",
+    "Owner",
+    "OwnershipError",
     "ProtocolError",
     "Record",
     "Resolution",
     "RetryPolicy",
     "RetryingModel",
+    "RunBusy",
     "RunPage",
     "RunResult",
     "RunRow",

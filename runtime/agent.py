@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -33,6 +32,7 @@ from runtime.journal.store import unstorable
 from runtime.logs import get_logger
 from runtime.messages import AssistantTurn, Message, ToolResultMessage, UserMessage
 from runtime.model import Model
+from runtime.ownership import Holding, Owner
 from runtime.records import Appended
 from runtime.redact import clean
 from runtime.result import Halt, RunResult, RunStatus, Waiting
@@ -135,23 +135,34 @@ class Agent:
         *,
         journal: Journal,
         spec: str | None = None,
+        wait: float | None = None,
     ) -> RunResult:
         """Start the run ``run_id`` with ``input``, or resume it if it exists.
 
         A finished run returns its recorded result without calling the model or any tool; an
         existing run with a different input is a ``ConfigError``. ``spec`` (``module:attr``) is
         journaled at start so that an operator can resume the run without naming the agent.
-        """
-        if not isinstance(input, str):
-            raise ConfigError("a run's input is a string")
-        problem = unstorable(input, name="input")
-        if problem is not None:
-            raise ConfigError(f"run {run_id!r}: cannot journal its {problem}", run_id=run_id)
-        return await _Drive(self, journal, run_id).go(input, spec)
 
-    async def resume(self, run_id: str, *, journal: Journal) -> RunResult:
+        The drive holds the run's lease: a run another live owner drives raises ``RunBusy``
+        naming it, unless ``wait`` (seconds) lets the lease be released or expire first.
+        """
+        _check_input(run_id, input)
+        return await _Drive(self, journal, run_id, wait=wait).go(input, spec)
+
+    async def resume(
+        self, run_id: str, *, journal: Journal, wait: float | None = None
+    ) -> RunResult:
         """Drive an existing run again from its journal, with its recorded input."""
-        return await _Drive(self, journal, run_id).go(None, None)
+        return await _Drive(self, journal, run_id, wait=wait).go(None, None)
+
+    async def submit(
+        self, run_id: str, input: str, *, journal: Journal, spec: str | None = None
+    ) -> RunResult:
+        """Start the run durably and return at once, without driving it: status ``submitted``
+        until a worker (or ``resume``) drives it. ``spec`` tells a worker how to rebuild this
+        agent. A run that exists already is left as it is and its status returned."""
+        _check_input(run_id, input)
+        return await _Drive(self, journal, run_id, submit_only=True).go(input, spec)
 
     def validate_arguments(self, tool: str, arguments: Any) -> str | None:
         """Why ``arguments`` do not fit the tool's input schema, or ``None`` if they do."""
@@ -162,6 +173,14 @@ class Agent:
             return None
         where = "/".join(str(p) for p in error.absolute_path)
         return f"{where + ': ' if where else ''}{error.message}"
+
+
+def _check_input(run_id: str, input: object) -> None:
+    if not isinstance(input, str):
+        raise ConfigError("a run's input is a string")
+    problem = unstorable(input, name="input")
+    if problem is not None:
+        raise ConfigError(f"run {run_id!r}: cannot journal its {problem}", run_id=run_id)
 
 
 def _validator(name: str, schema: Mapping[str, Any]) -> Any:
@@ -176,7 +195,18 @@ def _validator(name: str, schema: Mapping[str, Any]) -> Any:
 class _Drive:
     """One process executing one run from its journal until it ends, pauses or halts."""
 
-    def __init__(self, agent: Agent, journal: Journal, run_id: str):
+    def __init__(
+        self,
+        agent: Agent,
+        journal: Journal,
+        run_id: str,
+        *,
+        owner: Owner | None = None,
+        wait: float | None = None,
+        submit_only: bool = False,
+        holding: Holding | None = None,
+        yielding: asyncio.Event | None = None,
+    ):
         if (
             not isinstance(run_id, str)
             or not run_id
@@ -190,7 +220,15 @@ class _Drive:
         self.store = journal.store
         self.run_id = run_id
         self.state = RunState(run_id)
-        self.driver = uuid.uuid4().hex
+        self.owner = holding.owner if holding is not None else owner or Owner.here()
+        self.driver = self.owner.id
+        self.holding = holding or Holding(
+            self.store, run_id, self.owner, ttl=journal.lease_ttl, renew=journal.lease_renew
+        )
+        self.wait = wait
+        self.yielding = yielding
+        """Set (by a worker that stops): end the drive at the next record boundary, run kept."""
+        self.submit_only = submit_only
         self.cancel_requested = False
         self.semaphore = asyncio.Semaphore(agent.max_concurrency)
         self.executed = 0
@@ -230,7 +268,19 @@ class _Drive:
             return result
 
     async def _drive(self, input: str | None, spec: str | None) -> RunResult:
-        await self._open(input, spec)
+        if input is None and not await self.store.check_run(self.run_id):
+            raise ConfigError(f"no run {self.run_id!r} in {self.store.path}", run_id=self.run_id)
+        if self.holding.lease is None:
+            await self.holding.acquire(wait=self.wait)
+        try:
+            return await self._held(input, spec)
+        finally:
+            await self.holding.release()
+
+    async def _held(self, input: str | None, spec: str | None) -> RunResult:
+        created = await self._open(input, spec)
+        if self.submit_only:
+            return await self._submitted(created)
         try:
             return await self._steps()
         except _RunEnded:
@@ -244,6 +294,9 @@ class _Drive:
         while True:
             if state.end is not None:
                 return self._ended()
+            if self.yielding is not None and self.yielding.is_set():
+                log.info("drive_yielded", turns=len(state.turns))
+                return self._result(RunStatus.RUNNING)
             if self._cancelled() or state.cancel is not None:
                 return await self._end("cancelled")
             pending = state.pending_calls()
@@ -261,14 +314,28 @@ class _Drive:
 
     # --- opening ---------------------------------------------------------------------------
 
-    async def _open(self, input: str | None, spec: str | None) -> None:
+    async def _submitted(self, created: bool) -> RunResult:
+        if self.state.end is not None:
+            return self._ended()
+        if created:
+            await self.store.update_index(
+                self.run_id, unless=R.END, epoch=self.holding.epoch, status="submitted"
+            )
+            log.info("run_submitted")
+            return self._result(RunStatus.SUBMITTED)
+        status = self.state.status()
+        known = {s.value for s in RunStatus}
+        return self._result(RunStatus(status) if status in known else RunStatus.RUNNING)
+
+    async def _open(self, input: str | None, spec: str | None) -> bool:
+        """Load the run (creating it if ``input`` is given); True if it was created."""
         store, run_id = self.store, self.run_id
         if input is None:
-            if not await store.check_run(run_id):
-                raise ConfigError(f"no run {run_id!r} in {store.path}", run_id=run_id)
             created = False
         else:
-            created = await store.create_run(run_id, agent=self.agent.name)
+            created = await store.create_run(
+                run_id, agent=self.agent.name, epoch=self.holding.epoch
+            )
         if not created:
             for record in await store.load(run_id):
                 self.state.add(record)
@@ -310,6 +377,7 @@ class _Drive:
                 turns=len(self.state.turns),
                 replayed=sum(c.result is not None for c in self.state.calls.values()),
             )
+        return created
 
     async def _append(
         self,
@@ -326,8 +394,20 @@ class _Drive:
         guards: tuple[str, ...] = () if after_end or key == R.END else (R.END,)
         if unless is not None:
             guards += (unless,)
+        self.holding.check()
+        epoch = self.holding.epoch
+        if isinstance(payload, dict):
+            # Which lease wrote it: the records alone show that no two owners drove at once.
+            payload = {**payload, "epoch": epoch}
         appended = await self.store.append(
-            self.run_id, key, kind, payload, unless=guards or None, watch=R.CANCEL, index=index
+            self.run_id,
+            key,
+            kind,
+            payload,
+            unless=guards or None,
+            watch=R.CANCEL,
+            index=index,
+            epoch=epoch,
         )
         if appended.refused_by == R.END:
             end = await self.store.get(self.run_id, R.END)
@@ -380,7 +460,7 @@ class _Drive:
             R.TURN,
             {"n": n, "turn": recorded, "plan": plan},
             unless=R.CANCEL,
-            index={"turns": n},
+            index={"turns": n, "status": "running"},
         )
         if appended.record is None:
             self.cancel_requested = True
@@ -483,6 +563,7 @@ class _Drive:
             await self.store.update_index(
                 self.run_id,
                 unless=R.END,  # another driver may have finished the run meanwhile
+                epoch=self.holding.epoch,
                 status="halted",
                 detail={"halts": [h.to_json() for h in halts]},
             )
@@ -491,6 +572,7 @@ class _Drive:
             await self.store.update_index(
                 self.run_id,
                 unless=R.END,
+                epoch=self.holding.epoch,
                 status="waiting",
                 detail={"waiting": [w.to_json() for w in waits]},
             )
@@ -721,6 +803,7 @@ class _Drive:
                 return _CANCELLED
 
     async def _invoke(self, tool: Tool, arguments: Any, context: ToolContext) -> Any:
+        self.holding.check()  # a drive whose lease was taken over runs no further tool
         timeout = tool.spec.timeout
         # A tool that enforces its spec's timeout itself (an MCP tool) keeps an answer that is in
         # hand at the deadline; a second deadline here would cancel it first and lose the answer.

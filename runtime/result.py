@@ -15,6 +15,7 @@ class RunStatus(enum.StrEnum):
     """A run's status, derived from its journal. CLI exit codes in parentheses."""
 
     RUNNING = "running"  # not finished; resume continues it
+    SUBMITTED = "submitted"  # (0) started durably, not driven yet: a worker or resume drives it
     WAITING = "waiting"  # (3) an approval or an answer is needed
     HALTED = "halted"  # (4) a side effect's outcome is unknown; resolve it, then resume
     COMPLETED = "completed"  # (0)

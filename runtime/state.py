@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime import records as R
 from runtime.approval import Decision
 from runtime.errors import ProtocolError
 from runtime.messages import AssistantTurn, ToolCall, Usage
 from runtime.records import Record
+
+if TYPE_CHECKING:
+    from runtime.ownership import Lease
 
 __all__ = ["CallState", "RunState"]
 
@@ -219,6 +222,34 @@ class RunState:
         if call.interrupts.keys() - call.answers.keys():
             return True
         return bool(call.plan.get("approval")) and not call.tallies
+
+    def live_status(self, driving: Lease | None, *, submitted: bool = False) -> str:
+        """The status with liveness: ``driving`` is the run's lease if a live owner holds it
+        (``ownership.is_alive``), else None.
+
+        A run a live owner drives is ``running`` (a marker without a result is then a call in
+        flight, not a halt); a run the records call running that no live owner drives is
+        ``orphaned`` (resume it, or let a worker), or ``submitted`` if it was never driven.
+        """
+        status = self.status()
+        if self.end is not None or self.cancel is not None or self.stop is not None:
+            return status
+        if driving is not None:
+            return "running"
+        if status == "running":
+            return "submitted" if submitted else "orphaned"
+        return status
+
+    def in_flight(self, driving: Lease | None) -> list[CallState]:
+        """The side effects attempted under ``driving``, a live owner's lease, and not finished:
+        they are running now. Never halted, never to be resolved while that lease lives."""
+        if driving is None:
+            return []
+        return [
+            c
+            for c in self.unresolved_calls()
+            if c.marker is not None and c.marker.payload.get("epoch") == driving.epoch
+        ]
 
     def halted_calls(self) -> list[CallState]:
         return [c for c in self.pending_calls() if c.unknown_outcome]

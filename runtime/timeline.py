@@ -8,10 +8,11 @@ Pure (no I/O): ``python -m runtime show`` prints ``render(timeline(state))`` and
 from __future__ import annotations
 
 import json
+import time
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from runtime import records as R
 from runtime.approval import ApprovalPolicy, judge, tally
@@ -19,6 +20,9 @@ from runtime.errors import ConfigError, ProtocolError
 from runtime.messages import AssistantTurn, Usage
 from runtime.records import Record
 from runtime.state import CallState, RunState
+
+if TYPE_CHECKING:
+    from runtime.ownership import Lease
 
 __all__ = [
     "NEVER_STARTED",
@@ -29,6 +33,7 @@ __all__ = [
     "Unreadable",
     "clip",
     "halted_on",
+    "in_flight_on",
     "printable",
     "read",
     "render",
@@ -135,6 +140,12 @@ class Timeline:
     """For an ``orphaned`` run: the journaled stop (``reason``, ``message``, ``remedy``)."""
     anomalies: tuple[str, ...] = ()
     """What the records should never hold (``RunState.anomalies``): "may have acted twice"."""
+    in_flight: tuple[Stop, ...] = ()
+    """Side effects running now, under the lease of the live owner driving the run."""
+    lease: Lease | None = None
+    """Who drives the run, or last did (``lease.live``: still holds it by the store's clock)."""
+    driven: bool = False
+    """Whether a live owner drives the run now."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -153,6 +164,9 @@ class Timeline:
             "events": [e.to_json() for e in self.events],
             "stopped": dict(self.stopped) if self.stopped is not None else None,
             "anomalies": list(self.anomalies),
+            "in_flight": [s.to_json() for s in self.in_flight],
+            "lease": self.lease.to_json() if self.lease is not None else None,
+            "driven": self.driven,
         }
 
 
@@ -213,14 +227,23 @@ def _why(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def timeline(state: RunState) -> Timeline:
-    """Tell the run folded in ``state``, record by record."""
+def timeline(
+    state: RunState,
+    lease: Lease | None = None,
+    *,
+    driven: bool = False,
+    submitted: bool = False,
+) -> Timeline:
+    """Tell the run folded in ``state``, record by record. ``lease`` is the run's lease, and
+    ``driven`` whether a live owner holds it (``ownership.is_alive``): the caller judges, so
+    that telling stays pure."""
+    driving = lease if driven else None
     start = state.start or {}
     end = state.end.payload if state.end is not None else {}
     records = sorted(state.records, key=lambda r: r.seq)
     return Timeline(
         run_id=state.run_id,
-        status=status_of(state),
+        status=status_of(state, driving, submitted=submitted),
         agent=start.get("agent"),
         spec=start.get("spec"),
         input=start.get("input"),
@@ -229,11 +252,14 @@ def timeline(state: RunState) -> Timeline:
         usage=state.usage,
         output=end.get("output"),
         error=end.get("error"),
-        halted=halted_on(state),
+        halted=halted_on(state, driving),
         waiting=waiting_on(state),
         events=tuple(e for r in records if (e := _event(state, r)) is not None),
         stopped=stopped_on(state),
         anomalies=tuple(state.anomalies()),
+        in_flight=in_flight_on(state, driving),
+        lease=lease,
+        driven=driving is not None,
     )
 
 
@@ -246,26 +272,41 @@ def stopped_on(state: RunState) -> Mapping[str, Any] | None:
     return {k: stop.payload.get(k) for k in ("reason", "message", "remedy")}
 
 
-def status_of(state: RunState) -> str:
-    """The status every view shows: the records' status, or ``never-started`` for a run that
-    has its header and no start record (and no cancel request or end)."""
+def status_of(state: RunState, driving: Lease | None = None, *, submitted: bool = False) -> str:
+    """The status every view shows: the records' status with liveness
+    (``RunState.live_status``: ``driving`` is the lease of a live owner, if one drives the run),
+    or ``never-started`` for a run that has its header and no start record (and no cancel
+    request or end)."""
     if state.start is None and state.end is None and state.cancel is None:
         return NEVER_STARTED
-    return state.status()
+    return state.live_status(driving, submitted=submitted)
 
 
-def halted_on(state: RunState) -> tuple[Stop, ...]:
+def halted_on(state: RunState, driving: Lease | None = None) -> tuple[Stop, ...]:
     """The calls whose side effect was attempted and has no result: each may have acted.
 
     Whatever the run's status: a cancelled or ended run keeps its unresolved calls here until
-    a resolution says what they did.
+    a resolution says what they did. A call in flight under ``driving`` is not halted.
     """
+    running = {c.call.id for c in state.in_flight(driving)}
+    return _attempted(state, "halted", lambda c: c.call.id not in running)
+
+
+def in_flight_on(state: RunState, driving: Lease | None) -> tuple[Stop, ...]:
+    """The side effects running now: attempted under the lease of the live owner ``driving``."""
+    running = {c.call.id for c in state.in_flight(driving)}
+    return _attempted(state, "in flight", lambda c: c.call.id in running)
+
+
+def _attempted(state: RunState, kind: str, keep: Callable[[CallState], bool]) -> tuple[Stop, ...]:
     stops = []
     for c in state.unresolved_calls():
+        if not keep(c):
+            continue
         marker = c.marker
         stops.append(
             Stop(
-                "halted",
+                kind,
                 c.call.id,
                 c.call.name,
                 c.call.arguments,
@@ -515,6 +556,18 @@ def _now(tl: Timeline, origin: int) -> list[str]:
             "never started: its process stopped before the input was journaled and nothing of "
             "it ran. Run it again with its input (resume cannot: there is nothing to resume)."
         )
+    lease = tl.lease
+    if tl.driven and lease is not None:
+        lines.append(
+            f"driven by {lease.owner.describe()} since {_clock(lease.acquired_ms)}; lease until "
+            f"{_clock(lease.expires_ms)} (epoch {lease.epoch})"
+        )
+    for stop in tl.in_flight:
+        when = f" at {_offset(stop.attempted_at_ms - origin)}" if stop.attempted_at_ms else ""
+        lines.append(
+            f"in flight: {stop.call_id} {stop.tool} was attempted{when} by the live drive and "
+            "is running now: its outcome is not known yet (not halted; do not resolve it)"
+        )
     for stop in tl.halted:
         when = f" at {_offset(stop.attempted_at_ms - origin)}" if stop.attempted_at_ms else ""
         what = (
@@ -544,11 +597,21 @@ def _now(tl: Timeline, origin: int) -> list[str]:
             f"orphaned: no process drives it; its last drive stopped short of an end: "
             f"{tl.stopped.get('message')}. To continue: {tl.stopped.get('remedy')}."
         )
-    if not lines and tl.status == "running":
-        lines.append("running: not finished. If no process is driving it (it crashed), resume it.")
+    if tl.status == "orphaned" and tl.stopped is None:
+        last = f" (its last owner: {lease.owner.describe()})" if lease is not None else ""
+        lines.append(
+            f"orphaned: not finished, and no live process drives it{last}: resume it, or let "
+            "a worker"
+        )
+    if tl.status == "submitted":
+        lines.append("submitted: started durably and not driven yet: a worker or resume drives it")
     if tl.status == "cancelled" and not any(e.kind == R.END for e in tl.events):
         lines.append("cancelled: the next drive stops it without a new turn or call.")
     return [*(f"WARNING: {anomaly}" for anomaly in tl.anomalies), *lines]
+
+
+def _clock(ms: int) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(ms / 1000))
 
 
 def _offset(ms: int) -> str:

@@ -14,10 +14,18 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, NoReturn
 
 from runtime import faults
-from runtime.cli import console, demo, drive, maintenance, people, verbs, verify, view
-from runtime.cli.base import EXIT_ERROR, EXIT_PIPE, EXIT_USAGE, Command, Failure, Invocation
+from runtime.cli import console, demo, drive, maintenance, people, verbs, verify, view, worker
+from runtime.cli.base import (
+    EXIT_BUSY,
+    EXIT_ERROR,
+    EXIT_PIPE,
+    EXIT_USAGE,
+    Command,
+    Failure,
+    Invocation,
+)
 from runtime.cli.logs import configured
-from runtime.errors import BideError, ConfigError, SchemaError, StorageError
+from runtime.errors import BideError, ConfigError, RunBusy, SchemaError, StorageError
 from runtime.journal.migrate import damage, sqlite_path
 from runtime.journal.postgres import is_postgres_url
 
@@ -25,6 +33,7 @@ __all__ = ["COMMANDS", "main"]
 
 COMMANDS: tuple[Command, ...] = (
     *drive.COMMANDS,
+    *worker.COMMANDS,
     *view.COMMANDS,
     *verbs.COMMANDS,
     *people.COMMANDS,
@@ -41,8 +50,8 @@ killed at any moment resumes where it stopped, and a side effect whose outcome i
 the run instead of firing twice.
 
 exit codes: 0 completed, 1 failed or error, 2 usage or configuration error, 3 waiting,
-4 halted, 5 cancelled (141: stdout was closed early, as by `| head`). The journal is --db,
-else $BIDE_DB, else ./bide.db.
+4 halted, 5 cancelled, 6 another live process drives the run (141: stdout was closed early,
+as by `| head`). The journal is --db, else $BIDE_DB, else ./bide.db.
 """
 
 EXAMPLE = """\
@@ -167,6 +176,8 @@ def _stdout_closed() -> int:
 def _report(invocation: Invocation, exc: Exception, *, verbose: bool) -> int:
     if isinstance(exc, Failure):
         message, code = exc.message, exc.code
+    elif isinstance(exc, RunBusy):
+        message, code = str(exc), EXIT_BUSY
     elif isinstance(exc, ConfigError | SchemaError):
         message, code = str(exc), EXIT_USAGE
     elif isinstance(exc, StorageError) and (found := _damage(invocation, exc)) is not None:

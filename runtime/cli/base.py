@@ -15,10 +15,12 @@ from runtime.journal import Journal
 from runtime.journal.migrate import sqlite_path
 from runtime.journal.postgres import is_postgres_url
 from runtime.logs import get_logger
+from runtime.ownership import DEFAULT_TTL
 from runtime.redact import redact
 from runtime.result import RunStatus
 
 __all__ = [
+    "EXIT_BUSY",
     "EXIT_CANCELLED",
     "EXIT_ERROR",
     "EXIT_HALTED",
@@ -38,6 +40,7 @@ EXIT_USAGE = 2  # a usage or configuration error: fix the command, the agent or 
 EXIT_WAITING = 3
 EXIT_HALTED = 4
 EXIT_CANCELLED = 5
+EXIT_BUSY = 6  # another live owner drives the run (its lease is held): wait, or let it finish
 EXIT_PIPE = 141  # stdout's reader went away (`| head`): what a shell reports for SIGPIPE
 
 _BY_STATUS = {
@@ -47,7 +50,24 @@ _BY_STATUS = {
     RunStatus.HALTED: EXIT_HALTED,
     RunStatus.CANCELLED: EXIT_CANCELLED,
     RunStatus.RUNNING: EXIT_ERROR,  # a drive never stops "running"; if it did, that is an error
+    RunStatus.SUBMITTED: EXIT_OK,
 }
+
+LEASE_TTL_VARIABLE = "BIDE_LEASE_TTL"
+
+
+def _lease_ttl_from_environment() -> float:
+    text = os.environ.get(LEASE_TTL_VARIABLE)
+    if not text:
+        return DEFAULT_TTL
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise ConfigError(f"${LEASE_TTL_VARIABLE} must be a positive number of seconds: {text!r}")
+    return value
+
 
 DEFAULT_DB = "bide.db"
 DB_VARIABLE = "BIDE_DB"
@@ -110,9 +130,12 @@ class Invocation:
         given = getattr(self.args, "db", None)
         return given or self.environ.get(DB_VARIABLE) or DEFAULT_DB
 
-    def journal(self, *, create: bool = False, migrate: bool = True) -> Journal:
+    def journal(
+        self, *, create: bool = False, migrate: bool = True, lease_ttl: float | None = None
+    ) -> Journal:
         """The journal to open. Only ``create`` makes a new file; ``migrate=False`` (for the
-        commands that only read) never changes the file, it only checks its schema."""
+        commands that only read) never changes the file, it only checks its schema. Drives
+        hold leases of ``lease_ttl`` seconds, else ``$BIDE_LEASE_TTL``, else the default."""
         if not create and not is_postgres_url(self.db):
             path = sqlite_path(self.db)
             if not os.path.exists(path):
@@ -120,7 +143,8 @@ class Invocation:
                     f"no journal at {path}; name it with --db or ${DB_VARIABLE} "
                     "(a `run` creates it)"
                 )
-        return Journal(self.db, migrate=migrate)
+        ttl = lease_ttl if lease_ttl is not None else _lease_ttl_from_environment()
+        return Journal(self.db, migrate=migrate, lease_ttl=ttl)
 
     def out(self, text: str = "") -> None:
         print(text, file=self.stdout)

@@ -36,6 +36,19 @@ def _run_arguments(parser: argparse.ArgumentParser) -> None:
         help="the run's id (default: a new one, named on stderr, even with -q)",
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    _wait_argument(parser)
+    parser.add_argument("input", metavar="INPUT", help="the run's input text ('-' reads stdin)")
+
+
+def _submit_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--agent",
+        metavar="MODULE:ATTR",
+        required=True,
+        help="the agent a worker will drive it with (journaled with the run)",
+    )
+    parser.add_argument("--run-id", metavar="ID", help="the run's id (default: a new one)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     parser.add_argument("input", metavar="INPUT", help="the run's input text ('-' reads stdin)")
 
 
@@ -47,11 +60,38 @@ def _resume_arguments(parser: argparse.ArgumentParser) -> None:
         help="drive it with this agent instead of the one journaled when the run started",
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    _wait_argument(parser)
+
+
+def _wait_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--wait",
+        nargs="?",
+        type=_seconds,
+        const=WAIT,
+        metavar="SECONDS",
+        help="if another live process drives the run, wait for its lease (default "
+        f"{WAIT:g} s with no value); without --wait such a run is refused (exit 6)",
+    )
+
+
+WAIT = 60.0
+"""How long ``--wait`` with no value waits for another owner's lease."""
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError("must be more than 0 seconds")
+    return value
 
 
 async def _run(inv: Invocation) -> int:
     args = inv.args
-    run_id = args.run_id or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    run_id = args.run_id or _new_run_id()
     text = sys.stdin.read().rstrip("\n") if args.input == "-" else args.input
     spec = args.agent or await _spec_of_existing_run(inv, run_id)
     # The agent first: a spec that does not import leaves no new journal file behind.
@@ -61,8 +101,27 @@ async def _run(inv: Invocation) -> int:
             # -q hides run_started; a made-up id must still reach the operator, or the run is
             # lost to them.
             print(f"bide: run id {run_id}", file=sys.stderr)
-        drive = agent.run(run_id, text, journal=journal, spec=journaled_spec(spec))
+        drive = agent.run(run_id, text, journal=journal, spec=journaled_spec(spec), wait=args.wait)
         return await _drive(inv, run_id, spec, drive)
+
+
+def _new_run_id() -> str:
+    return f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+
+
+async def _submit(inv: Invocation) -> int:
+    args = inv.args
+    run_id = args.run_id or _new_run_id()
+    text = sys.stdin.read().rstrip("\n") if args.input == "-" else args.input
+    async with open_agent(args.agent) as agent, inv.journal(create=True) as journal:
+        result = await agent.submit(run_id, text, journal=journal, spec=journaled_spec(args.agent))
+    if args.json:
+        inv.out_json(result.to_json())
+    elif result.status is RunStatus.SUBMITTED:
+        inv.out(f"submitted run {run_id}: a worker drives it (`{inv.command('worker')}`)")
+    else:
+        inv.out(f"run {run_id} exists already ({result.status.value}); nothing was submitted")
+    return 0
 
 
 async def _spec_of_existing_run(inv: Invocation, run_id: str) -> str:
@@ -95,7 +154,8 @@ async def _resume(inv: Invocation) -> int:
                 run_id=run_id,
             )
         async with open_agent(spec) as agent:
-            return await _drive(inv, run_id, spec, agent.resume(run_id, journal=journal))
+            drive = agent.resume(run_id, journal=journal, wait=inv.args.wait)
+            return await _drive(inv, run_id, spec, drive)
 
 
 async def _journaled_spec(journal: Journal, run_id: str) -> str | None:
@@ -159,7 +219,7 @@ COMMANDS = (
             "The agent spec is journaled, so `resume` needs no --agent. An existing run id is\n"
             "driven on from its journal (its input must be the same). Progress goes to stderr,\n"
             "the final answer to stdout. Exit: 0 completed, 1 failed, 3 waiting, 4 halted,\n"
-            "5 cancelled."
+            "5 cancelled, 6 another live process drives the run (see --wait)."
         ),
         example=(
             '  {prog} run --agent examples.payments:make_agent --run-id inv-7 "Charge ann 12.00"\n'
@@ -174,10 +234,25 @@ COMMANDS = (
         description=(
             "Drive RUN_ID again: recorded turns and results are replayed, never redone; a side\n"
             "effect attempted without a recorded result halts the run (exit 4) until `resolve`\n"
-            "says what happened. Uses the agent journaled at start unless --agent is given."
+            "says what happened. Uses the agent journaled at start unless --agent is given.\n"
+            "A run another live process drives is refused (exit 6, naming it) unless --wait;\n"
+            "a process that crashed on this host holds nothing, so resume right after a crash\n"
+            "drives at once."
         ),
         example="  {prog} resume inv-7\n  {prog} resume inv-7 --json --db /var/lib/bide/bide.db",
         arguments=_resume_arguments,
         handler=_resume,
+    ),
+    Command(
+        name="submit",
+        summary="start a run durably without driving it: a worker drives it",
+        description=(
+            "Journal the run's start (its input and agent spec) and return at once: the run is\n"
+            "`submitted` until a worker (or `resume`) drives it. An existing run id is left as\n"
+            "it is. Exit 0."
+        ),
+        example='  {prog} submit --agent examples.payments:make_agent --run-id inv-8 "Charge bo 5"',
+        arguments=_submit_arguments,
+        handler=_submit,
     ),
 )

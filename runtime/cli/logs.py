@@ -48,6 +48,17 @@ SENTENCES: dict[str, str] = {
     "run_cancelled": "cancelled",
     "call_resolved": "call {call_id} resolved: {outcome}",
     "run_cancel_requested": "cancel requested",
+    "run_submitted": "submitted: a worker drives it",
+    "worker_started": "worker {worker} started ({concurrency} at a time)",
+    "worker_claimed": "claimed {run_id}",
+    "worker_finished": "{run_id}: {status} in {ms} ms",
+    "worker_yielded": "{run_id}: left for another worker (stopping)",
+    "worker_skipped_run": "{run_id} is left alone: {error}",
+    "worker_drive_failed": "{run_id}: the journal failed under the drive: {error}",
+    "worker_idle": "nothing to drive for {seconds} s: exiting",
+    "worker_stopped": "worker {worker} stopped ({claimed} run(s) claimed)",
+    "lease_taken_over": "took the run over from {gone}, which is gone",
+    "lease_lost": "this drive's lease was taken over: {error}",
 }
 
 

@@ -42,6 +42,13 @@ def _resolve_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--by", metavar="NAME", help="who resolves it (default: your login name)")
     parser.add_argument("--evidence", metavar="TEXT", help="how you know (journaled with it)")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="resolve a call that is still in flight (its drive's lease is live). Risky: if "
+        "you say --not-executed and it is executing, the next attempt may act a second time. "
+        "Journaled as forced",
+    )
 
 
 async def _resolve(inv: Invocation) -> int:
@@ -49,7 +56,12 @@ async def _resolve(inv: Invocation) -> int:
     resolution = _resolution(args)
     async with inv.journal() as journal:
         recorded = await journal.resolve(
-            args.run_id, args.call_id, resolution, by=operator(inv), evidence=args.evidence
+            args.run_id,
+            args.call_id,
+            resolution,
+            by=operator(inv),
+            evidence=args.evidence,
+            force=args.force,
         )
     outcome = RESOLVED[resolution.outcome]
     if recorded:
@@ -117,7 +129,9 @@ COMMANDS = (
             "the journal. Find out what happened (the provider's records, the idempotency key),\n"
             "then say so; the first resolution wins and is journaled with --by and --evidence.\n"
             "The same resolution again changes nothing; a different one, or a call that is not\n"
-            "halted, is refused (exit 2). Then `resume` continues the run."
+            "halted, is refused (exit 2). A call still in flight (the process that attempted it\n"
+            "holds a live lease: it is running now) is refused (exit 6) unless --force.\n"
+            "Then `resume` continues the run."
         ),
         example=(
             '  {prog} resolve inv-7 c3 --succeeded \'{{"charge_id": "ch_1"}}\' '

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from runtime.cli.base import EXIT_HALTED, EXIT_USAGE, Command, Failure, Invocation
 from runtime.errors import ConfigError, FormatError, ProtocolError
 from runtime.journal import Journal, RunRow
+from runtime.ownership import Lease, is_alive
 from runtime.records import Record
 from runtime.result import RunStatus
 from runtime.state import RunState
@@ -20,6 +22,7 @@ from runtime.timeline import (
     Stop,
     Unreadable,
     halted_on,
+    in_flight_on,
     printable,
     read,
     render,
@@ -36,7 +39,7 @@ ORPHANED = "orphaned"
 
 _ENDED = ("completed", "failed")
 """Index statuses written with the end record, never overwritten: the index can be trusted."""
-_OPEN = ("running", "waiting", "halted", "cancelled", ORPHANED)
+_OPEN = ("running", "submitted", "waiting", "halted", "cancelled", ORPHANED)
 """Index statuses that may be stale (a killed driver writes nothing; a driver that halts after a
 cancel request rewrites it): runs listed under these are re-derived from their records."""
 
@@ -57,6 +60,9 @@ class Row:
     """Why the run cannot be read (naming the record), if it cannot."""
     stopped: Mapping[str, Any] | None = None
     """For an orphaned run: why its last drive stopped short of an end."""
+    in_flight: tuple[Stop, ...] = ()
+    lease: Lease | None = None
+    driven: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -70,6 +76,9 @@ class Row:
             "waiting": [s.to_json() for s in self.waiting],
             "unreadable": self.unreadable,
             "stopped": dict(self.stopped) if self.stopped is not None else None,
+            "in_flight": [s.to_json() for s in self.in_flight],
+            "lease": self.lease.to_json() if self.lease is not None else None,
+            "driven": self.driven,
         }
 
 
@@ -84,18 +93,31 @@ async def _records(journal: Journal, run_id: str) -> list[Record] | Unreadable |
         return Unreadable(run_id, str(exc))
 
 
-_Facts = tuple[str, int, tuple[Stop, ...], tuple[Stop, ...], Mapping[str, Any] | None]
+_Facts = tuple[
+    str, int, tuple[Stop, ...], tuple[Stop, ...], Mapping[str, Any] | None, tuple[Stop, ...]
+]
 
 
-def _facts(state: RunState) -> _Facts:
-    stopped = stopped_on(state)
-    return status_of(state), len(state.turns), halted_on(state), waiting_on(state), stopped
+def _facts(driving: Lease | None, submitted: bool) -> Callable[[RunState], _Facts]:
+    def facts(state: RunState) -> _Facts:
+        return (
+            status_of(state, driving, submitted=submitted),
+            len(state.turns),
+            halted_on(state, driving),
+            waiting_on(state),
+            stopped_on(state),
+            in_flight_on(state, driving),
+        )
+
+    return facts
 
 
 async def _row(journal: Journal, r: RunRow) -> Row:
     # Every run is read, ended ones too: a cancelled run may keep a call that may have acted.
     records = await _records(journal, r.run_id)
-    facts = read(r.run_id, records, _facts) if isinstance(records, list) else records
+    driving = r.lease if is_alive(r.lease) else None
+    tell = _facts(driving, r.status == "submitted")
+    facts = read(r.run_id, records, tell) if isinstance(records, list) else records
     if facts is None:
         return Row(r.run_id, r.status, r.agent, r.turns, r.created_ms, r.updated_ms)
     if isinstance(facts, Unreadable):
@@ -108,7 +130,7 @@ async def _row(journal: Journal, r: RunRow) -> Row:
             r.updated_ms,
             unreadable=facts.reason,
         )
-    status, turns, halted, waiting, stopped = facts
+    status, turns, halted, waiting, stopped, in_flight = facts
     return Row(
         r.run_id,
         status,
@@ -119,6 +141,9 @@ async def _row(journal: Journal, r: RunRow) -> Row:
         halted,
         waiting,
         stopped=stopped,
+        in_flight=in_flight,
+        lease=r.lease,
+        driven=driving is not None,
     )
 
 
@@ -217,7 +242,9 @@ async def _list(inv: Invocation) -> int:
         return code
     table = [("RUN ID", "STATUS", "AGENT", "TURNS", "UPDATED", "STOPPED ON")]
     for row in rows:
-        stops = ", ".join(s.brief() for s in (*row.halted, *row.waiting))
+        stops = ", ".join(s.brief() for s in (*row.in_flight, *row.halted, *row.waiting))
+        if row.driven and row.lease is not None:
+            stops = ", ".join(filter(None, (f"by {row.lease.owner.describe()}", stops)))
         if row.stopped is not None:
             stops = ", ".join(filter(None, (stops, f"stopped: {row.stopped.get('reason')}")))
         if row.unreadable is not None:
@@ -251,7 +278,15 @@ async def _show(inv: Invocation) -> int:
         records = await _records(journal, run_id)
         if records is None:
             raise ConfigError(f"no run {run_id!r} in {journal.path}", run_id=run_id)
-    told = read(run_id, records, timeline) if isinstance(records, list) else records
+        row = await journal.run_row(run_id)
+    lease = row.lease if row is not None else None
+    tell = functools.partial(
+        timeline,
+        lease=lease,
+        driven=is_alive(lease),
+        submitted=row is not None and row.status == "submitted",
+    )
+    told = read(run_id, records, tell) if isinstance(records, list) else records
     if isinstance(told, Unreadable):
         # From the journal's own error type, so `--json` names it (the record broke its format).
         message = printable(f"{told.reason}; the journal is damaged there")
@@ -271,7 +306,9 @@ async def _show(inv: Invocation) -> int:
     if not started and not ended:
         again = inv.command("run", "--run-id", run_id, "--agent", "SPEC", "INPUT")
         inv.out(printable(f"  start it again: {again}"))
-    elif told.status in ("running", ORPHANED) or (told.status == "cancelled" and not ended):
+    elif told.status in ("submitted", ORPHANED) or (
+        told.status == "cancelled" and not ended and not told.driven
+    ):
         inv.out(printable(f"  resume it: {inv.command('resume', run_id)}"))
     return 0
 

@@ -25,9 +25,10 @@ from runtime.console.html import Html
 from runtime.console.pages import confirm_page, error_page, run_href, run_page, runs_page
 from runtime.console.runs import list_page, stopped
 from runtime.console.status import STATUSES
-from runtime.errors import ConfigError, ConflictError
+from runtime.errors import ConfigError, ConflictError, RunBusy
 from runtime.journal import Journal
 from runtime.logs import get_logger
+from runtime.ownership import is_alive
 from runtime.timeline import timeline
 
 __all__ = ["CONTENT_SECURITY_POLICY", "Console"]
@@ -237,13 +238,22 @@ class Console:
         error: str | None = None,
         code: int = 200,
     ) -> Response:
-        state = await (await self.journal()).state(run_id)
+        journal = await self.journal()
+        state = await journal.state(run_id)
         if state is None:
             return _html(
                 error_page("no such run", f"no run {run_id!r}", links=[("./", "runs")]), 404
             )
+        row = await journal.run_row(run_id)
+        lease = row.lease if row is not None else None
+        told = timeline(
+            state,
+            lease,
+            driven=is_alive(lease),
+            submitted=row is not None and row.status == "submitted",
+        )
         body = run_page(
-            timeline(state),
+            told,
             csrf=self._csrf,
             operator=self._who(request),
             message=message,
@@ -276,7 +286,7 @@ class Console:
         try:
             action: Action = parse_action(run_id, form, by=self._who(request))
             said = await action.apply(journal)
-        except (ConfigError, ConflictError) as exc:
+        except (ConfigError, ConflictError, RunBusy) as exc:
             return await self._run_response(request, run_id, error=str(exc), code=409)
         log.info("console_action", run_id=run_id, action=form.get("action"), by=self._who(request))
         where = run_href(run_id) + "&" + urlencode({"said": said})

@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from runtime.journal import Journal, RunRow
-from runtime.timeline import Stop, halted_on, waiting_on
+from runtime.ownership import is_alive
+from runtime.timeline import Stop, halted_on, in_flight_on, status_of, waiting_on
 
 __all__ = ["LIVE", "Page", "Row", "list_page"]
 
-LIVE = ("running", "orphaned", "waiting", "halted")
+LIVE = ("running", "submitted", "orphaned", "waiting", "halted")
 """Statuses the index may hold stale (a killed driver writes nothing): these are re-derived."""
 
 _SCAN_LIMIT = 200
@@ -27,6 +28,8 @@ class Row:
     updated_ms: int
     halted: tuple[Stop, ...] = ()
     waiting: tuple[Stop, ...] = ()
+    in_flight: tuple[Stop, ...] = ()
+    """Side effects running now, under a live owner's lease (not halted)."""
 
     @property
     def cursor(self) -> str:
@@ -46,15 +49,17 @@ async def _row(journal: Journal, r: RunRow) -> Row:
     state = await journal.state(r.run_id)
     if state is None:
         return row
+    driving = r.lease if is_alive(r.lease) else None
     return Row(
         r.run_id,
-        state.status(),
+        status_of(state, driving, submitted=r.status == "submitted"),
         r.agent,
         len(state.turns),
         r.created_ms,
         r.updated_ms,
-        halted_on(state),
+        halted_on(state, driving),
         waiting_on(state),
+        in_flight_on(state, driving),
     )
 
 

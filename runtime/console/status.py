@@ -7,8 +7,10 @@ from runtime.console.html import Html
 __all__ = ["STATUSES", "badge"]
 
 STATUSES: dict[str, str] = {
-    "running": "not ended; if no process drives it, resume it",
-    "orphaned": "a drive stopped short of an end (a budget, the model unavailable): resume it",
+    "running": "a live process drives it now",
+    "submitted": "started durably, not driven yet: a worker or resume drives it",
+    "orphaned": "not ended and no live process drives it (it crashed, or a drive stopped short "
+    "of an end): resume it, or let a worker",
     "waiting": "waits for an approval or an answer",
     "halted": "a side effect's outcome is unknown: resolve it, then resume",
     "completed": "ended with an answer",

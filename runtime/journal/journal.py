@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Self
 
@@ -12,12 +13,13 @@ import jsonschema
 from runtime import faults, tracing
 from runtime import records as R
 from runtime.approval import ApprovalPolicy, Decision, Tally, canonical_json, judge
-from runtime.errors import ConfigError, ConflictError
+from runtime.errors import ConfigError, ConflictError, RunBusy
 from runtime.journal.postgres.connect import is_postgres_url
 from runtime.journal.protocol import Store
 from runtime.journal.sqlite import BUSY_TIMEOUT_MS
 from runtime.journal.store import RunPage, RunRow, SQLiteStore, unstorable
 from runtime.logs import get_logger
+from runtime.ownership import DEFAULT_TTL, Lease, is_alive
 from runtime.state import CallState, RunState
 
 __all__ = ["Decided", "Journal", "Resolution"]
@@ -82,6 +84,9 @@ class Journal:
 
     ``Journal(store=...)`` uses a store made elsewhere instead (anything that keeps the ``Store``
     protocol, such as ``runtime.testing.MemoryStore``); closing the Journal closes it.
+
+    Every drive through this Journal holds its run's lease: ``lease_ttl`` seconds unless
+    renewed, renewed every ``lease_renew`` seconds (default a third of the TTL).
     """
 
     def __init__(
@@ -91,11 +96,27 @@ class Journal:
         store: Store | None = None,
         migrate: bool = True,
         busy_timeout_ms: int = BUSY_TIMEOUT_MS,
+        lease_ttl: float = DEFAULT_TTL,
+        lease_renew: float | None = None,
     ):
         if (url is None) == (store is None):
             raise ConfigError("a Journal needs a url or a store (one of them)")
         if store is not None and not isinstance(store, Store):
             raise ConfigError(f"{store!r} does not implement the Store protocol")
+        if isinstance(lease_ttl, bool) or not isinstance(lease_ttl, int | float) or lease_ttl <= 0:
+            raise ConfigError(f"lease_ttl is a positive number of seconds, not {lease_ttl!r}")
+        renew = lease_ttl / 3 if lease_renew is None else lease_renew
+        if (
+            isinstance(renew, bool)
+            or not isinstance(renew, int | float)
+            or not 0 < renew < lease_ttl
+        ):
+            raise ConfigError(
+                f"lease_renew must be a positive number of seconds below lease_ttl ({lease_ttl}),"
+                f" not {renew!r}"
+            )
+        self.lease_ttl = float(lease_ttl)
+        self.lease_renew = float(renew)
         self.url = url
         self._migrate = migrate
         self._busy_timeout_ms = busy_timeout_ms
@@ -148,6 +169,21 @@ class Journal:
             return None
         return RunState.fold(run_id, await self.store.load(run_id))
 
+    async def lease(self, run_id: str) -> Lease | None:
+        """The run's lease: who drives it (``live`` and ``is_alive`` say if they still do)."""
+        return await self.store.lease(run_id)
+
+    async def status(self, run_id: str) -> str | None:
+        """The run's status with liveness (``RunState.live_status``): ``running`` while a live
+        owner drives it, ``orphaned`` when none does and it has not ended; None if no run."""
+        state = await self.state(run_id)
+        if state is None:
+            return None
+        row = await self.store.run_row(run_id)
+        lease = row.lease if row is not None else None
+        submitted = row is not None and row.status == "submitted"
+        return state.live_status(lease if is_alive(lease) else None, submitted=submitted)
+
     async def require(self, run_id: str) -> RunState:
         state = await self.state(run_id)
         if state is None:
@@ -179,15 +215,33 @@ class Journal:
         *,
         by: str | None = None,
         evidence: str | None = None,
+        force: bool = False,
     ) -> bool:
         """Say what happened to a halted call. True if recorded, False if it was already so.
 
         The first resolution wins; the same one again is a no-op; a different one, or one for
-        a call that is not halted, is refused.
+        a call that is not halted, is refused. A call still in flight (attempted under the
+        lease of a live owner: it is running now) is refused with ``RunBusy``; ``force``
+        records the resolution anyway, journaled as forced: if it says "not executed" while
+        the effect is in fact running, the next attempt may act a second time.
         """
         started_ns = tracing.now_ns()
         state = await self.require(run_id)
         call = _call(state, call_id)
+        lease = await self.store.lease(run_id)
+        driving = lease if is_alive(lease) else None
+        if call in state.in_flight(driving) and not force:
+            assert driving is not None
+            raise RunBusy(
+                f"call {call_id} ({call.call.name}) of run {run_id} is still running in "
+                f"{driving.owner.describe()}, whose lease lives until "
+                f"{time.strftime('%H:%M:%S', time.localtime(driving.expires_ms / 1000))}: its "
+                "outcome is not known yet. Resolve it once that process has ended or its lease "
+                "has expired (--force records it now, and risks a second effect if you say "
+                "not executed and it is executing)",
+                lease=driving,
+                run_id=run_id,
+            )
         k = call.attempt
         last = call.last_resolution
         if last is not None and resolution.same_as(last.payload):
@@ -221,12 +275,17 @@ class Journal:
                 call_id=call_id,
             )
         payload = resolution_payload(call, resolution, by=by, evidence=evidence)
+        if force and driving is not None:
+            payload["resolved"]["forced"] = {
+                "lease_epoch": driving.epoch,
+                "owner": driving.owner.describe(),
+            }
         _check_storable(payload, "resolution")
         faults.crashpoint("resolve.before_record")
         appended = await self.store.append(run_id, R.result_key(call_id, k), R.RESULT, payload)
         if appended.won and appended.record is not None:
             state.add(appended.record)
-            await self.store.update_index(run_id, unless=R.END, status=state.status())
+            await self._mark_ready(state)
             log.info("call_resolved", run_id=run_id, call_id=call_id, outcome=resolution.outcome)
             tracing.resolved(
                 run_id=run_id,
@@ -288,6 +347,9 @@ class Journal:
         now, reason = _judged(call, policy, run_id, appended.record.seq)
         if not appended.won:
             reason = "the same decision was recorded already"
+        elif reason is None and now.outcome != "pending":
+            # The gate is decided: the run is ready to drive (the drive journals the tally).
+            await self.store.update_index(run_id, unless=R.END, status="running")
         log.info(
             "decision_recorded",
             run_id=run_id,
@@ -353,7 +415,15 @@ class Journal:
                 run_id=run_id,
                 call_id=cid,
             )
+        if appended.won:
+            state.add(appended.record)
+            await self._mark_ready(state)
         return appended.won
+
+    async def _mark_ready(self, state: RunState) -> None:
+        """Set the run's index status from its records after a person's input, so that a run
+        the input unblocked is listed (and claimed by a worker) as ready to drive."""
+        await self.store.update_index(state.run_id, unless=R.END, status=state.status())
 
     async def cancel(
         self, run_id: str, *, reason: str | None = None, by: str | None = None

@@ -9,28 +9,36 @@ from typing import Any
 
 import pytest
 
-from runtime import Agent, ConflictError, Journal, Resolution, RunStatus, single_approval, tool
+from runtime import (
+    Agent,
+    ConflictError,
+    Journal,
+    Resolution,
+    RunBusy,
+    RunStatus,
+    single_approval,
+    tool,
+)
 from runtime.testing import ScriptedModel
 from tests.cli.invoke import Cli
 from tests.helpers import call
 
 
-async def test_a_late_driver_appends_only_evidence_after_the_end_and_the_run_is_flagged(
+async def test_an_in_flight_call_is_not_resolved_and_a_forced_resolution_keeps_the_truth(
     db_path: Path,
 ) -> None:
-    """Without ownership an operator can resolve an in-flight call "not executed"; a second
-    driver then finishes the run. The first driver's late result is kept as evidence, nothing
-    else follows the end, and the journal says the effect may have acted twice."""
+    """While the drive that attempted a side effect holds a live lease, the call is in flight:
+    a resolution is refused, naming the process. A forced one is journaled as forced; the live
+    drive's result, when it comes, is kept as evidence beside it, and nothing ran twice."""
     started = asyncio.Event()
     charges: list[int] = []
 
     @tool
     async def charge(amount: int) -> dict[str, int]:
-        """A charge; the first one is slow."""
+        """A slow charge."""
         charges.append(amount)
-        if len(charges) == 1:
-            started.set()
-            await asyncio.sleep(0.5)
+        started.set()
+        await asyncio.sleep(0.5)
         return {"charged": amount}
 
     script = [{"tool_calls": [call("c1", "charge", amount=5)]}, {"text": "done"}]
@@ -39,19 +47,20 @@ async def test_a_late_driver_appends_only_evidence_after_the_end_and_the_run_is_
             Agent(model=ScriptedModel(script), tools=[charge]).run("r", "go", journal=j1)
         )
         await started.wait()
-        assert await j2.resolve("r", "c1", Resolution.not_executed(), by="ops")
-        second = await Agent(model=ScriptedModel(script), tools=[charge]).resume("r", journal=j2)
-        assert second.status is RunStatus.COMPLETED
-        late = await first  # its late result is kept; it reports the run as it ended
-        assert late.status is RunStatus.COMPLETED
+        assert await j2.status("r") == "running"
+        with pytest.raises(RunBusy, match=r"call c1 \(charge\) of run r is still running in"):
+            await j2.resolve("r", "c1", Resolution.not_executed(), by="ops")
+        assert await j2.resolve("r", "c1", Resolution.not_executed(), by="ops", force=True)
+        with pytest.raises(RunBusy, match="is being driven by"):
+            await Agent(model=ScriptedModel(script), tools=[charge]).resume("r", journal=j2)
+        done = await first  # its late result is kept beside the forced resolution
+        assert done.status is RunStatus.COMPLETED
         state = await j2.require("r")
-    assert charges == [5, 5]
-    assert state.end is not None
-    after = [r.key for r in state.records if r.seq > state.end.seq]
-    assert after == ["late/c1/1"]
-    assert state.anomalies() == [
-        "may have acted twice: call c1 (charge) has 2 attempts with results (1, 2)"
-    ]
+    assert charges == [5]
+    resolved = state.calls["c1"].results[1].payload["resolved"]
+    assert resolved["by"] == "ops" and resolved["forced"]["lease_epoch"] == 1
+    assert state.calls["c1"].late[1].payload["value"] == {"charged": 5}
+    assert state.anomalies() == []
 
 
 def test_records_after_the_end_written_by_an_older_bide_are_flagged(

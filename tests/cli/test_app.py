@@ -13,6 +13,8 @@ from tests.cli.invoke import Cli, child
 NAMES = [
     "run",
     "resume",
+    "submit",
+    "worker",
     "list",
     "show",
     "resolve",

@@ -234,10 +234,11 @@ def test_a_run_killed_after_a_turn_was_recorded_resumes_to_completion(db_path: P
         BIDE_CRASH="turn.after_record@1",
     )
     assert killed.code == -signal.SIGKILL
-    assert child("list", "--db", db, "--json").json()["runs"][0]["status"] == "running"
+    assert child("list", "--db", db, "--json").json()["runs"][0]["status"] == "orphaned"
     resumed = child("resume", "--db", db, "r")
     assert (resumed.code, resumed.out) == (0, "all done\n"), resumed.err
-    assert [e["event"] for e in resumed.events()][:2] == ["run_resumed", "tool_started"]
+    events = [e["event"] for e in resumed.events()][:3]
+    assert events == ["lease_taken_over", "run_resumed", "tool_started"]
 
 
 def test_a_waiting_result_exits_3_and_says_what_it_waits_for() -> None:

@@ -21,7 +21,7 @@ STATUSES = {
     "cancelled-run": "cancelled",
     "waiting-run": "waiting",
     "halted-run": "halted",
-    "running-run": "running",
+    "orphaned-run": "orphaned",
 }
 ROW_KEYS = {
     "run_id",
@@ -34,6 +34,9 @@ ROW_KEYS = {
     "waiting",
     "unreadable",
     "stopped",
+    "in_flight",
+    "lease",
+    "driven",
 }
 SHOW_KEYS = {
     "run_id",
@@ -51,6 +54,9 @@ SHOW_KEYS = {
     "events",
     "stopped",
     "anomalies",
+    "in_flight",
+    "lease",
+    "driven",
 }
 
 
@@ -72,7 +78,7 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> str:
     ledger = str(path.with_name("ledger.db"))
     for run_id, spec, crash in [
         ("halted-run", "examples.payments:make_agent", "tool.after_call@3"),
-        ("running-run", "tests.cli.agents:agent", "turn.after_record@1"),
+        ("orphaned-run", "tests.cli.agents:agent", "turn.after_record@1"),
     ]:
         killed = child(
             "run", "--db", str(path), "--agent", spec, "--run-id", run_id, "go",
@@ -102,7 +108,7 @@ def test_the_index_still_says_running_for_the_killed_runs(db: str) -> None:
     """What the next tests rely on: a status filter must read records, not only the index."""
     with sqlite3.connect(db) as conn:
         rows = dict(conn.execute("SELECT run_id, status FROM bide_runs").fetchall())
-    assert rows["halted-run"] == rows["running-run"] == "running"
+    assert rows["halted-run"] == rows["orphaned-run"] == "running"
 
 
 @pytest.mark.parametrize(("run_id", "status"), STATUSES.items())
@@ -154,7 +160,10 @@ def test_list_prefix_keeps_the_runs_whose_id_starts_with_it(cli: Cli, db: str) -
                 "resolve it: bide resolve --db",
             ],
         ),
-        ("running-run", ["running: not finished", "resume it: bide resume --db"]),
+        (
+            "orphaned-run",
+            ["orphaned: not finished, and no live process drives it", "resume it: bide resume"],
+        ),
     ],
 )
 def test_show_tells_each_run_and_what_to_do_next(

@@ -10,10 +10,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from runtime import (
     Agent,
     AssistantTurn,
     Journal,
+    LeaseLost,
+    Owner,
     RunStatus,
     ToolContext,
     ToolSpec,
@@ -45,7 +49,7 @@ class HeldModel:
         return await self.inner.complete(system_prompt, messages, tools)
 
 
-async def test_a_driver_late_after_another_completed_the_run_stops_and_leaves_the_index_completed(
+async def test_a_driver_whose_lease_was_taken_over_is_fenced_and_leaves_the_index_completed(
     db_path: Path,
 ) -> None:
     fired: list[str] = []
@@ -63,15 +67,20 @@ async def test_a_driver_late_after_another_completed_the_run_stops_and_leaves_th
         # The slow driver starts the run and reads its journal, then waits on its model...
         slow = asyncio.create_task(slow_driver.run("r", "go", journal=journal))
         await held.asked.wait()
-        # ...while the fast one drives the same run to its end.
+        # ...its owner is presumed dead (its lease taken over), and another drive ends the run.
+        lease = await journal.lease("r")
+        assert lease is not None
+        taken = await journal.store.acquire("r", Owner.here(), ttl=15, take_over=lease.epoch)
+        await journal.store.release(taken)
         done = await fast_driver.run("r", "go", journal=journal)
         assert done.status is RunStatus.COMPLETED
+        before = len(await journal.store.load("r"))
         held.release.set()
-        # Its turn is refused: nothing is appended after the end, it runs nothing, and it
-        # reports the run as it ended.
-        late = await slow
-        assert late.status is RunStatus.COMPLETED
+        # Its turn is refused inside the store: it appends nothing and runs nothing.
+        with pytest.raises(LeaseLost, match="taken over"):
+            await slow
         assert fired == ["c1"]
+        assert len(await journal.store.load("r")) == before
         state = await journal.require("r")
         assert state.status() == "completed"
         row = await journal.run_row("r")

@@ -12,7 +12,16 @@ from typing import Any
 
 import pytest
 
-from runtime import Agent, Journal, Resolution, RunStatus, StorageError, ToolContext, tool
+from runtime import (
+    Agent,
+    Journal,
+    Resolution,
+    RunBusy,
+    RunStatus,
+    StorageError,
+    ToolContext,
+    tool,
+)
 from runtime.testing import ScriptedModel
 from tests.conftest import child_env
 from tests.helpers import Ledger, call, inject, make_tools
@@ -145,8 +154,10 @@ async def test_a_result_that_arrives_after_a_not_executed_resolution_is_kept_and
     a = Agent(model=ScriptedModel(SCRIPT), tools=list(tools.values()))
     task = asyncio.create_task(a.run("r", "go", journal=journal))
     await entered.wait()
-    # An operator wrongly says "not executed" while the call is in flight.
-    assert await journal.resolve("r", "c3", Resolution.not_executed(), by="hasty")
+    # An operator wrongly says "not executed" while the call is in flight: refused, then forced.
+    with pytest.raises(RunBusy, match="still running"):
+        await journal.resolve("r", "c3", Resolution.not_executed(), by="hasty")
+    assert await journal.resolve("r", "c3", Resolution.not_executed(), by="hasty", force=True)
     release.set()
     result = await task
     assert result.status is RunStatus.COMPLETED

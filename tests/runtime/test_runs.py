@@ -18,6 +18,8 @@ from runtime import (
     ModelError,
     ProtocolError,
     RetryPolicy,
+    RunBusy,
+    RunResult,
     RunStatus,
     Safety,
     StorageError,
@@ -260,7 +262,7 @@ async def test_one_agent_drives_many_runs_at_once(journal: Journal) -> None:
     assert len(set(ledger.keys("charge"))) == 30
 
 
-async def test_two_drivers_of_one_run_never_both_fire_the_effect(db_path: Any) -> None:
+async def test_two_drivers_of_one_run_one_drives_and_the_other_is_refused(db_path: Any) -> None:
     ledger = Ledger()
     tools = make_tools(ledger)
     tools["charge"] = slow(ledger, "charge", Safety.SIDE_EFFECT, 0.05)
@@ -268,9 +270,18 @@ async def test_two_drivers_of_one_run_never_both_fire_the_effect(db_path: Any) -
     async with Journal(db_path) as j1, Journal(db_path) as j2:
         a1 = Agent(model=ScriptedModel(script), tools=list(tools.values()))
         a2 = Agent(model=ScriptedModel(script), tools=list(tools.values()))
-        results = await asyncio.gather(a1.run("r", "go", journal=j1), a2.run("r", "go", journal=j2))
+        results = await asyncio.gather(
+            a1.run("r", "go", journal=j1), a2.run("r", "go", journal=j2), return_exceptions=True
+        )
+        refused = [r for r in results if isinstance(r, RunBusy)]
+        finished = [r for r in results if isinstance(r, RunResult)]
+        assert len(refused) == 1 and len(finished) == 1
+        assert finished[0].status is RunStatus.COMPLETED
+        assert "is being driven by process" in str(refused[0])
+        # Once the first drive released the lease, a resume drives (and replays) it.
+        again = await a2.resume("r", journal=j2)
+    assert again.status is RunStatus.COMPLETED
     assert ledger.count("charge") == 1
-    assert {r.status for r in results} <= {RunStatus.COMPLETED, RunStatus.HALTED}
 
 
 async def test_run_status_and_index_follow_the_drive(journal: Journal) -> None:

@@ -93,7 +93,7 @@ async def test_a_halted_call_is_the_stop_and_its_resolution_names_who_and_why(
         "r", "c2", Resolution.succeeded({"ok": 1}), by="alice", evidence="bank statement"
     )
     resolved = timeline(await journal.require("r"))
-    assert resolved.halted == () and resolved.status == "running"
+    assert resolved.halted == () and resolved.status == "orphaned"  # nobody drives it now
     event = resolved.events[-1]
     assert (event.label, event.call_id) == ("resolved", "c2")
     assert event.lines == (

@@ -1,0 +1,245 @@
+"""A worker: claims the runs that need driving and drives them, until it is stopped.
+
+    async with Worker(journal, agent=my_agent, concurrency=4):
+        ...  # the service runs; the worker recovers orphaned, ready and submitted runs
+
+Runs that need driving are those the store lists as ``claimable``: not ended, not waiting for
+a person, not halted, and with no live owner (a drive that crashed, a run that ``approve``,
+``answer`` or ``resolve`` made ready, a run ``submit`` started). Claiming a run is acquiring its
+lease, so N workers on one journal never drive one run at once. ``stop()`` stops claiming, lets
+each drive reach its next record boundary within ``grace`` seconds, then cancels what is left;
+every lease is released on the way out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Self
+
+from runtime import records as R
+from runtime.agent import Agent, _Drive
+from runtime.errors import BideError, ConfigError, RunBusy, StorageError
+from runtime.journal.journal import Journal
+from runtime.logs import get_logger
+from runtime.ownership import Holding, Owner, this_host
+from runtime.result import RunResult
+
+__all__ = ["Worker"]
+
+log = get_logger(__name__)
+
+OpenAgent = Callable[[str], AbstractAsyncContextManager[Agent]]
+"""From a run's journaled agent spec (``module:attr``) to an open Agent for one drive."""
+
+
+class Worker:
+    """Drives every run that needs driving in ``journal``, ``concurrency`` at a time.
+
+    The agent for a run is ``agent`` if given, else the one ``open_agent`` builds from the
+    spec the run journaled when it started (the CLI passes its spec loader). A run whose agent
+    cannot be built, or whose drive fails with an error, is reported once and left alone by
+    this worker. ``poll`` is how often the journal is asked for runs to claim when nothing
+    woke the worker sooner.
+    """
+
+    def __init__(
+        self,
+        journal: Journal,
+        *,
+        agent: Agent | None = None,
+        open_agent: OpenAgent | None = None,
+        concurrency: int = 4,
+        poll: float = 1.0,
+        grace: float = 30.0,
+        name: str | None = None,
+        idle_exit: float | None = None,
+    ):
+        if (agent is None) == (open_agent is None):
+            raise ConfigError("a Worker needs an agent, or open_agent to build one per run")
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise ConfigError(f"concurrency must be a positive integer, not {concurrency!r}")
+        for label, value in (("poll", poll), ("grace", grace), ("idle_exit", idle_exit)):
+            if value is None and label == "idle_exit":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise ConfigError(f"{label} must be a positive number of seconds, not {value!r}")
+        self.journal = journal
+        self.agent = agent
+        self.open_agent = open_agent
+        self.concurrency = concurrency
+        self.poll = float(poll)
+        self.grace = float(grace)
+        self.idle_exit = idle_exit
+        """Stop by itself once nothing was active or claimable for this long (batch jobs)."""
+        self.name = name or Owner.here().id[:8]
+        self.claimed = 0
+        self.finished: dict[str, str] = {}
+        """The runs this worker drove to a stop, with the status each stopped in."""
+        self.skipped: dict[str, str] = {}
+        """Runs this worker will not claim again, with why (reported once, when it happened)."""
+        self._active: dict[str, asyncio.Task[None]] = {}
+        self._stopping = asyncio.Event()
+        self._yield = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._loop: asyncio.Task[None] | None = None
+        self._seen_claimable = False
+
+    async def __aenter__(self) -> Self:
+        self._loop = asyncio.create_task(self.run(), name=f"bide-worker:{self.name}")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.stop()
+        if self._loop is not None:
+            await self._loop
+
+    def stop(self) -> None:
+        """Stop claiming; drives end at their next record boundary (``grace`` at most)."""
+        self._stopping.set()
+        self._wake.set()
+
+    @property
+    def active(self) -> list[str]:
+        """The runs this worker drives now."""
+        return list(self._active)
+
+    async def run(self) -> None:
+        """Claim and drive runs until ``stop()``; then drain, and return."""
+        log.info("worker_started", worker=self.name, concurrency=self.concurrency)
+        busy_at = time.monotonic()
+        try:
+            while not self._stopping.is_set():
+                free = self.concurrency - len(self._active)
+                if free > 0:
+                    try:
+                        await self._claim(free)
+                    except StorageError as exc:  # the journal is locked or away: poll again
+                        log.warning("worker_claim_failed", worker=self.name, error=str(exc))
+                if self._active or self._seen_claimable:
+                    busy_at = time.monotonic()
+                elif self.idle_exit is not None and time.monotonic() - busy_at >= self.idle_exit:
+                    log.info("worker_idle", worker=self.name, seconds=self.idle_exit)
+                    break
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.poll):
+                        await self._wake.wait()
+        finally:
+            await self._drain()
+            log.info("worker_stopped", worker=self.name, claimed=self.claimed)
+
+    async def _claim(self, free: int) -> None:
+        store = self.journal.store
+        found = await store.claimable(limit=free + len(self.skipped), host=this_host())
+        self._seen_claimable = any(
+            run_id not in self.skipped
+            and (lease is None or not lease.live or lease.owner.gone())
+            and run_id not in self._active
+            for run_id, lease in found
+        )
+        for run_id, lease in found:
+            if free == 0 or self._stopping.is_set():
+                return
+            if run_id in self._active or run_id in self.skipped:
+                continue
+            if lease is not None and lease.live and not lease.owner.gone():
+                continue  # held by a live process of this host
+            holding = Holding(
+                store,
+                run_id,
+                Owner.here(worker=self.name),
+                ttl=self.journal.lease_ttl,
+                renew=self.journal.lease_renew,
+            )
+            try:
+                await holding.acquire()
+            except RunBusy:
+                continue  # another worker claimed it first
+            self.claimed += 1
+            free -= 1
+            log.info("worker_claimed", worker=self.name, run_id=run_id)
+            task = asyncio.create_task(self._drive(run_id, holding), name=f"bide-drive:{run_id}")
+            self._active[run_id] = task
+
+    async def _drive(self, run_id: str, holding: Holding) -> None:
+        started = time.monotonic()
+        try:
+            async with self._agent_for(run_id) as agent:
+                result = await _Drive(
+                    agent, self.journal, run_id, holding=holding, yielding=self._yield
+                ).go(None, None)
+            self._report(run_id, result, time.monotonic() - started)
+        except asyncio.CancelledError:
+            log.warning("worker_drive_cancelled", worker=self.name, run_id=run_id)
+            raise
+        except StorageError as exc:
+            # The journal failed under the drive: the run stays claimable (by this worker too).
+            log.error("worker_drive_failed", worker=self.name, run_id=run_id, error=str(exc))
+        except BideError as exc:
+            self._skip(run_id, f"{type(exc).__name__}: {exc}")
+        except Exception as exc:
+            self._skip(run_id, f"unexpected {type(exc).__name__}: {exc}")
+        finally:
+            await holding.release()
+            self._active.pop(run_id, None)
+            self._wake.set()
+
+    def _agent_for(self, run_id: str) -> AbstractAsyncContextManager[Agent]:
+        if self.agent is not None:
+            return contextlib.nullcontext(self.agent)
+        return _SpecAgent(self, run_id)
+
+    def _report(self, run_id: str, result: RunResult, seconds: float) -> None:
+        status = result.status.value
+        if status == "running":  # the worker is stopping: the run stays for the next one
+            log.info("worker_yielded", worker=self.name, run_id=run_id)
+            return
+        self.finished[run_id] = status
+        fields: dict[str, Any] = {"worker": self.name, "run_id": run_id, "status": status}
+        if result.halts:
+            fields["halted_on"] = ", ".join(f"{h.call_id} {h.tool}" for h in result.halts)
+        log.info("worker_finished", **fields, ms=round(seconds * 1000))
+
+    def _skip(self, run_id: str, why: str) -> None:
+        self.skipped[run_id] = why
+        log.error("worker_skipped_run", worker=self.name, run_id=run_id, error=why)
+
+    async def _drain(self) -> None:
+        if not self._active:
+            return
+        self._yield.set()
+        tasks = list(self._active.values())
+        _, late = await asyncio.wait(tasks, timeout=self.grace)
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class _SpecAgent:
+    """The agent a run journaled (its spec), opened for one drive."""
+
+    def __init__(self, worker: Worker, run_id: str):
+        self.worker = worker
+        self.run_id = run_id
+        self._cm: AbstractAsyncContextManager[Agent] | None = None
+
+    async def __aenter__(self) -> Agent:
+        start = await self.worker.journal.store.get(self.run_id, R.START)
+        spec = start.payload.get("spec") if start is not None else None
+        if not isinstance(spec, str) or not spec:
+            raise ConfigError(
+                f"run {self.run_id!r} journaled no agent spec: drive it with "
+                "`resume RUN_ID --agent MODULE:ATTR`, or give the worker --agent",
+                run_id=self.run_id,
+            )
+        assert self.worker.open_agent is not None
+        self._cm = self.worker.open_agent(spec)
+        return await self._cm.__aenter__()
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        assert self._cm is not None
+        return await self._cm.__aexit__(*exc)

@@ -1,0 +1,167 @@
+"""Run ownership with real processes: a call in flight is never halted nor resolved, a second
+driver is refused naming the first, and a dead driver's run is taken over (at once on this
+host, after its lease's TTL from another)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tests.cli.invoke import child
+from tests.conftest import child_env
+
+
+def spawn(*argv: str, **env: str) -> subprocess.Popen[str]:
+    """``python -m runtime ARGV`` in the background."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "runtime", *argv],
+        env=child_env(**env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout: float = 30) -> float:
+    """Poll ``check`` until it holds; the seconds it took."""
+    started = time.monotonic()
+    while not check():
+        if time.monotonic() - started > timeout:
+            raise AssertionError(f"{what}: not within {timeout} s")
+        time.sleep(0.05)
+    return time.monotonic() - started
+
+
+def listed(db: Path, run_id: str) -> dict[str, Any]:
+    if not db.exists():
+        return {}
+    runs = child("list", "--db", str(db), "--json").json().get("runs", [])
+    return next((r for r in runs if r["run_id"] == run_id), {})
+
+
+def shown(db: Path, run_id: str) -> dict[str, Any]:
+    done = child("show", "--db", str(db), run_id, "--json")
+    return json.loads(done.out) if done.code == 0 else {}
+
+
+def charges(ledger: Path) -> list[str]:
+    return ledger.read_text().splitlines() if ledger.exists() else []
+
+
+def test_the_newcomers_sequence_ends_with_one_charge(tmp_path: Path) -> None:
+    """`run` of a slow charge in the background, `list` while it runs, `resolve --not-executed`,
+    `resume`: the call is in flight (not halted), the resolution and the second drive are
+    refused naming the process, and the first drive charges once."""
+    db, ledger, release = tmp_path / "bide.db", tmp_path / "ledger", tmp_path / "release"
+    run = spawn(
+        "run", "--db", str(db), "--agent", "tests.cli.owned:slow", "--run-id", "slow-2", "go",
+        SLOW="60", RELEASE=str(release), LEDGER=str(ledger),
+    )  # fmt: skip
+    try:
+        wait_for("the charge in flight", lambda: bool(listed(db, "slow-2").get("in_flight")))
+        row = listed(db, "slow-2")
+        assert row["status"] == "running" and row["halted"] == [] and row["driven"]
+        assert [(s["kind"], s["call_id"]) for s in row["in_flight"]] == [("in flight", "c1")]
+        assert row["lease"]["owner"]["pid"] == run.pid
+        table = child("list", "--db", str(db)).out
+        assert f"by process {run.pid} on host" in table and "in flight c1 slow_charge" in table
+        told = child("show", "--db", str(db), "slow-2").out
+        assert "in flight: c1 slow_charge was attempted" in told
+
+        refused = child("resolve", "--db", str(db), "slow-2", "c1", "--not-executed")
+        assert refused.code == 6, refused.err
+        assert "call c1 (slow_charge) of run slow-2 is still running in process" in refused.err
+        second = child("resume", "--db", str(db), "slow-2")
+        assert second.code == 6, second.err
+        assert second.error_line.startswith(
+            f"bide: error: run slow-2 is being driven by process {run.pid} on host "
+        )
+        assert "lease until" in second.error_line
+        release.touch()
+        out, err = run.communicate(timeout=60)
+    finally:
+        if run.returncode is None:
+            run.kill()
+            run.communicate()
+    assert run.returncode == 0, err
+    assert out == "charged\n"
+    assert charges(ledger) == ["slow-2 c1"]
+    assert shown(db, "slow-2")["status"] == "completed"
+
+
+def test_a_driver_killed_on_another_host_is_waited_for_until_its_lease_expires(
+    tmp_path: Path,
+) -> None:
+    """A lease held from another host is live until its TTL: resolve is refused until then; then
+    the run shows halted, the truth (not executed) is accepted, and resume charges once."""
+    db, ledger = tmp_path / "bide.db", tmp_path / "ledger"
+    ttl = 5.0
+    run = spawn(
+        "run", "--db", str(db), "--agent", "tests.cli.owned:slow", "--run-id", "r", "go",
+        SLOW="60", LEDGER=str(ledger), BIDE_HOST="another-host", BIDE_LEASE_TTL=str(ttl),
+    )  # fmt: skip
+    try:
+        wait_for("the charge in flight", lambda: bool(listed(db, "r").get("in_flight")))
+    finally:
+        run.send_signal(signal.SIGKILL)
+        run.communicate()
+    killed = time.monotonic()
+    refused = child("resolve", "--db", str(db), "r", "c1", "--not-executed")
+    assert refused.code == 6, refused.err
+    assert "still running in process" in refused.err and "another-host" in refused.err
+    waited = wait_for("halted", lambda: shown(db, "r").get("status") == "halted", timeout=30)
+    print(f"halted {time.monotonic() - killed:.2f} s after the kill (lease TTL {ttl} s)")
+    assert time.monotonic() - killed <= ttl + 5, waited
+    tells = child("show", "--db", str(db), "r").out
+    assert "halted: c1 slow_charge was attempted" in tells
+    accepted = child("resolve", "--db", str(db), "r", "c1", "--not-executed", "--by", "ops")
+    assert accepted.code == 0, accepted.err
+    resumed = child("resume", "--db", str(db), "r", LEDGER=str(ledger))
+    assert (resumed.code, resumed.out) == (0, "charged\n"), resumed.err
+    assert charges(ledger) == ["r c1"]
+
+
+def test_resume_right_after_a_kill_on_this_host_takes_over_at_once(tmp_path: Path) -> None:
+    db, ledger = tmp_path / "bide.db", tmp_path / "ledger"
+    run = spawn(
+        "run", "--db", str(db), "--agent", "tests.cli.owned:slow", "--run-id", "r", "go",
+        SLOW="60", LEDGER=str(ledger), BIDE_LEASE_TTL="600",
+    )  # fmt: skip
+    try:
+        wait_for("the charge in flight", lambda: bool(listed(db, "r").get("in_flight")))
+    finally:
+        run.send_signal(signal.SIGKILL)
+        run.communicate()
+    assert listed(db, "r")["status"] == "halted"  # its process is gone: nothing is in flight
+    started = time.monotonic()
+    resumed = child("resume", "--db", str(db), "r", "--json")
+    assert resumed.code == 4, resumed.err  # halted on the call it may have made, at once
+    assert time.monotonic() - started < 60
+    assert resumed.events()[0]["event"] == "lease_taken_over"
+    assert charges(ledger) == []
+
+
+def test_two_resumes_started_together_one_drives_and_the_other_is_refused(
+    tmp_path: Path,
+) -> None:
+    db = str(tmp_path / "bide.db")
+    spec = "tests.cli.owned:lookup"
+    crashed = child(
+        "run", "--db", db, "--agent", spec, "--run-id", "r", "go", BIDE_CRASH="turn.after_record@1"
+    )
+    assert crashed.code == -signal.SIGKILL
+    both = [spawn("resume", "--db", db, "r", SLOW="2") for _ in range(2)]
+    results = [(p.pid, *p.communicate(timeout=60), p.returncode) for p in both]
+    codes = sorted(code for *_, code in results)
+    assert codes == [0, 6], results
+    ((driver, out, _, _),) = [r for r in results if r[3] == 0]
+    ((_, _, err, _),) = [r for r in results if r[3] == 6]
+    assert out == "looked\n"
+    assert f"run r is being driven by process {driver} on host" in err
+    assert shown(tmp_path / "bide.db", "r")["status"] == "completed"

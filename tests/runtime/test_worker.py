@@ -1,0 +1,183 @@
+"""The Worker, in process on a real journal file: it drives what needs driving and nothing else."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime import Agent, ConfigError, Journal, Owner, RunStatus, Safety, single_approval, tool
+from runtime.ownership import this_host
+from runtime.testing import ScriptedModel
+from runtime.worker import Worker
+from tests.helpers import call
+
+ANSWER = [{"tool_calls": [call("c1", "charge", amount=5)]}, {"text": "done"}]
+
+
+def charging(charged: list[str]) -> Agent:
+    @tool
+    async def charge(amount: int) -> dict[str, int]:
+        """A side effect, counted."""
+        charged.append("x")
+        return {"charged": amount}
+
+    return Agent(model=ScriptedModel(ANSWER), tools=[charge])
+
+
+async def until(what: str, check: Callable[[], Any]) -> None:
+    try:
+        async with asyncio.timeout(30):
+            while not await check():
+                await asyncio.sleep(0.02)
+    except TimeoutError:
+        raise AssertionError(f"{what}: not within 30 s") from None
+
+
+async def statuses(journal: Journal, run_ids: list[str]) -> dict[str, str | None]:
+    return {r: await journal.status(r) for r in run_ids}
+
+
+async def test_a_worker_drives_submitted_runs_to_their_end(db_path: Path) -> None:
+    charged: list[str] = []
+    agent = charging(charged)
+    run_ids = [f"r{i}" for i in range(20)]
+    async with Journal(db_path) as journal:
+        for run_id in run_ids:
+            submitted = await agent.submit(run_id, "go", journal=journal)
+            assert submitted.status is RunStatus.SUBMITTED
+        assert await journal.status("r0") == "submitted"
+        async with Worker(journal, agent=agent, concurrency=5, poll=0.05) as worker:
+
+            async def all_done() -> bool:
+                return set((await statuses(journal, run_ids)).values()) == {"completed"}
+
+            await until("every run completed", all_done)
+        assert worker.finished == dict.fromkeys(run_ids, "completed")
+        assert worker.active == [] and worker.skipped == {}
+        for run_id in run_ids:
+            lease = await journal.lease(run_id)
+            assert lease is not None and lease.released and lease.owner.worker == worker.name
+    assert len(charged) == 20
+
+
+async def test_a_worker_takes_over_a_run_whose_process_died(db_path: Path) -> None:
+    charged: list[str] = []
+    agent = charging(charged)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    async with Journal(db_path) as journal:
+        await agent.submit("r", "go", journal=journal)
+        await journal.store.update_index("r", status="running")
+        gone = Owner("x", this_host(), dead.pid, None, 0)
+        held = await journal.store.acquire("r", gone, ttl=600)
+        async with Worker(journal, agent=agent, poll=0.05) as worker:
+            await until("completed", lambda: _is(journal, "r", "completed"))
+        lease = await journal.lease("r")
+    assert lease is not None and lease.epoch == held.epoch + 1
+    assert lease.owner.worker == worker.name
+    assert charged == ["x"]
+
+
+async def test_a_run_live_elsewhere_and_runs_waiting_or_halted_are_left_alone(
+    db_path: Path,
+) -> None:
+    agent = charging([])
+    async with Journal(db_path) as journal:
+        for run_id in ("elsewhere", "waiting", "halted"):
+            await agent.submit(run_id, "go", journal=journal)
+        far = Owner("y", "another-host", 1, None, 0)
+        await journal.store.acquire("elsewhere", far, ttl=600)
+        await journal.store.update_index("waiting", status="waiting")
+        await journal.store.update_index("halted", status="halted")
+        async with Worker(journal, agent=agent, poll=0.02, idle_exit=0.3) as worker:
+            await asyncio.sleep(0.5)
+    assert worker.claimed == 0
+
+
+async def test_a_run_whose_agent_cannot_be_built_is_reported_once_and_left_alone(
+    db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    opened: list[str] = []
+
+    @asynccontextmanager
+    async def open_agent(spec: str) -> AsyncIterator[Agent]:
+        opened.append(spec)
+        raise ConfigError(f"agent spec {spec!r}: no module named 'gone'")
+        yield  # pragma: no cover
+
+    async with Journal(db_path) as journal:
+        await charging([]).submit("r", "go", journal=journal, spec="gone:agent")
+        async with Worker(journal, open_agent=open_agent, poll=0.02) as worker:
+            await asyncio.sleep(0.5)
+        assert await journal.status("r") == "submitted"
+        lease = await journal.lease("r")
+    assert opened == ["gone:agent"]
+    assert worker.skipped == {"r": "ConfigError: agent spec 'gone:agent': no module named 'gone'"}
+    assert [r.message for r in caplog.records if "worker_skipped_run" in r.message] != []
+    assert lease is not None and lease.released
+
+
+async def test_approving_a_waiting_run_makes_it_ready_for_a_worker(db_path: Path) -> None:
+    wired: list[int] = []
+
+    @tool(approval=single_approval())
+    async def charge(amount: int) -> dict[str, int]:
+        """A gated side effect."""
+        wired.append(amount)
+        return {"charged": amount}
+
+    agent = Agent(model=ScriptedModel(ANSWER), tools=[charge])
+    async with Journal(db_path) as journal:
+        assert (await agent.run("r", "go", journal=journal)).status is RunStatus.WAITING
+        async with Worker(journal, agent=agent, poll=0.02) as worker:
+            await asyncio.sleep(0.3)
+            assert worker.claimed == 0  # waiting: nothing to drive
+            await journal.approve("r", "c1", by="alice")
+            await until("completed", lambda: _is(journal, "r", "completed"))
+    assert wired == [5]
+
+
+async def test_stopping_a_worker_leaves_its_runs_at_a_record_boundary_for_the_next(
+    db_path: Path,
+) -> None:
+    started = asyncio.Event()
+    release = asyncio.Event()
+
+    @tool(safety=Safety.READ_ONLY)
+    async def lookup() -> dict[str, bool]:
+        """A slow read."""
+        started.set()
+        await release.wait()
+        return {"found": True}
+
+    script = [
+        {"tool_calls": [call("c1", "lookup")]},
+        {"tool_calls": [call("c2", "lookup")]},
+        {"text": "done"},
+    ]
+    agent = Agent(model=ScriptedModel(script), tools=[lookup])
+    async with Journal(db_path) as journal:
+        await agent.submit("r", "go", journal=journal)
+        first = Worker(journal, agent=agent, poll=0.02, grace=10)
+        async with first:
+            await started.wait()
+            first.stop()
+            release.set()  # the call in flight finishes; no further turn starts
+        assert first.finished == {}
+        state = await journal.require("r")
+        assert [c for c in state.calls] == ["c1"] and state.calls["c1"].result is not None
+        assert await journal.status("r") == "orphaned"
+        async with Worker(journal, agent=agent, poll=0.02) as second:
+            await until("completed", lambda: _is(journal, "r", "completed"))
+    assert second.finished == {"r": "completed"}
+
+
+async def _is(journal: Journal, run_id: str, status: str) -> bool:
+    return await journal.status(run_id) == status
