@@ -76,11 +76,12 @@ def test_a_run_killed_after_a_turn_was_recorded_resumes_to_completion(pg_url: st
         BIDE_CRASH="turn.after_record@1",
     )
     assert killed.code == -signal.SIGKILL
-    # As on SQLite (tests/cli/test_drive.py): the index says what the killed drive left.
-    assert child("list", "--db", pg_url, "--json").json()["runs"][0]["status"] == "running"
+    # As on SQLite (tests/cli/test_drive.py): not ended, and no live lease.
+    assert child("list", "--db", pg_url, "--json").json()["runs"][0]["status"] == "orphaned"
     resumed = child("resume", "--db", pg_url, "r")
     assert (resumed.code, resumed.out) == (0, "all done\n"), resumed.err
-    assert [e["event"] for e in resumed.events()][:2] == ["run_resumed", "tool_started"]
+    events = [e["event"] for e in resumed.events()][:3]
+    assert events == ["lease_taken_over", "run_resumed", "tool_started"]
     shown = child("show", "--db", pg_url, "r", "--json")
     assert shown.code == 0 and shown.json()["status"] == "completed", shown.out
 
