@@ -3,6 +3,9 @@ database that many processes and machines share.
 
 Writes go through the group-commit writer (``postgres.Writer``); reads are SQLAlchemy Core
 queries on pooled autocommit connections, so they never queue behind a batch.
+
+Not yet: waking workers with ``LISTEN/NOTIFY`` when a run becomes ready (a batch that makes a
+run claimable would ``NOTIFY`` in its own transaction); workers poll ``claimable`` meanwhile.
 """
 
 from __future__ import annotations
