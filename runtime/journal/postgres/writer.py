@@ -103,7 +103,19 @@ class Writer:
                         stop = True
                         break
                     batch.append(item)
-                await self._commit(batch)
+                try:
+                    await self._commit(batch)
+                except Exception as exc:
+                    # A bug must never leave a caller waiting: this batch fails (nothing it
+                    # wrote is reported as written), and the writer serves the next one.
+                    error = StorageError(
+                        f"journal {self.where}: the writer met an unexpected "
+                        f"{type(exc).__name__}: {exc}"
+                    )
+                    error.__cause__ = exc
+                    log.error("journal_writer_error", path=self.where, error=str(error))
+                    _fail_all(batch, error)
+                    await self._drop()
                 if stop:
                     break
         finally:
