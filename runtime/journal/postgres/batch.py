@@ -10,15 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runtime.errors import FormatError, LeaseLost, StorageError
 from runtime.journal import schema
 from runtime.journal.postgres.connect import NOW_MS, WRITE_LOCK
 from runtime.journal.sqlite.setup import check_format
+
+if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal opens
+    from sqlalchemy.ext.asyncio import AsyncConnection
 
 __all__ = ["INDEX_COLUMNS", "AppendOp", "CreateOp", "Failed", "IndexOp", "Op", "apply", "fenced"]
 

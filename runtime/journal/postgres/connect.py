@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from runtime.errors import ConfigError, StorageError
+
+if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal opens
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 __all__ = [
     "CONNECT_TIMEOUT",
@@ -90,6 +93,8 @@ def make_engine(url: sa.URL, *, pool_size: int = 4) -> AsyncEngine:
         raise ConfigError(
             f"journal {display(url)}: PostgreSQL needs asyncpg: pip install 'bide[postgres]'"
         ) from exc
+    from sqlalchemy.ext.asyncio import create_async_engine
+
     return create_async_engine(
         url,
         pool_size=pool_size,

@@ -8,8 +8,9 @@ DDL is transactional), so a crash mid-upgrade leaves the previous revision intac
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from runtime.errors import StorageError
 from runtime.journal import migrate as shared
@@ -21,6 +22,9 @@ from runtime.journal.postgres.connect import (
     postgres_url,
     storage_error,
 )
+
+if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal opens
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 __all__ = ["ensure_engine", "ensure_url"]
 

@@ -13,10 +13,9 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from runtime.errors import ConfigError, LeaseLost, RunBusy, StorageError
 from runtime.journal import schema
@@ -37,6 +36,9 @@ from runtime.journal.sqlite.setup import check_format
 from runtime.journal.store import RunPage, RunRow, decode, encode
 from runtime.ownership import Lease, Owner, busy, lost
 from runtime.records import CODEC, Appended, Record
+
+if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal opens
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 __all__ = ["PostgresStore"]
 

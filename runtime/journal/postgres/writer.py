@@ -11,16 +11,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from runtime import faults
 from runtime.errors import StorageError
 from runtime.journal.postgres.batch import Failed, IndexOp, Op, apply
 from runtime.journal.postgres.connect import connection_lost, storage_error
 from runtime.logs import get_logger
+
+if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal opens
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 __all__ = ["MAX_BATCH", "OUTCOME_WAIT", "Writer"]
 
