@@ -89,3 +89,37 @@ def test_the_pairing_example_in_docs_finds_the_refund_by_its_key() -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     key = idempotency_key_for("run-1", "c1")
     assert done.stdout == f"find_refund for key {key}: a refund of 500 cents has this key\n"
+
+
+async def test_an_agent_file_pairs_a_side_effect_with_its_lookup(tmp_path: Path) -> None:
+    from adapters.agentfile import open_agent_file
+    from runtime import ConfigError
+    from tests.conftest import ROOT
+
+    def agent_file(reconcile: str) -> Path:
+        (tmp_path / "s.json").write_text("[]")
+        path = tmp_path / "agent.toml"
+        path.write_text(
+            f"""
+[model]
+provider = "scripted"
+script = "s.json"
+
+[[mcp]]
+name = "ledger"
+command = "python"
+args = ["-m", "tests.adapters.ledger_server"]
+safety = {{ find_charge = "read_only" }}
+reconcile = {{ {reconcile} }}
+env = {{ PYTHONPATH = {json.dumps(str(ROOT))}, LEDGER = {json.dumps(str(tmp_path / "l"))} }}
+"""
+        )
+        return path
+
+    async with open_agent_file(agent_file('charge = "find_charge"')) as agent:
+        reconciler = agent.tools["charge"].spec.reconcile
+        assert reconciler is not None and reconciler.__name__ == "find_charge"
+        assert agent.tools["find_charge"].spec.reconcile is None
+    with pytest.raises(ConfigError, match=r"mcp\[ledger\].*fnd_charge"):
+        async with open_agent_file(agent_file('charge = "fnd_charge"')):
+            pass
