@@ -3,16 +3,14 @@ started by one process resumed, resolved and finished by others."""
 
 from __future__ import annotations
 
-import json
 import signal
 from pathlib import Path
 
 from examples.payments import PaymentsLedger
-from runtime.tools import idempotency_key_for
 from tests.cli.invoke import child
 
 
-def test_a_run_killed_after_its_charge_is_resumed_by_other_processes_and_charges_once(
+def test_a_run_killed_after_its_charge_is_settled_and_finished_by_other_processes_once(
     pg_url: str, tmp_path: Path
 ) -> None:
     ledger_file = str(tmp_path / "ledger.db")
@@ -33,32 +31,19 @@ def test_a_run_killed_after_its_charge_is_resumed_by_other_processes_and_charges
     assert killed.code == -signal.SIGKILL, killed.err
     assert len(ledger.charges()) == 1
 
-    for _ in range(2):  # however often it is resumed, it halts and does not charge
-        halted = child("resume", "--db", pg_url, "r", "--json", PAYMENTS_LEDGER=ledger_file)
-        assert halted.code == 4, halted.err
-        assert [h["call_id"] for h in halted.json()["halts"]] == ["c3"]
-        assert len(ledger.charges()) == 1
-
-    charge = ledger.find_charge(idempotency_key_for("r", "c3"))
-    assert charge is not None
-    resolved = child(
-        "resolve",
-        "r",
-        "c3",
-        "--succeeded",
-        json.dumps(charge),
-        "--by",
-        "test",
-        PAYMENTS_LEDGER=ledger_file,
-        BIDE_DB=pg_url,
-    )
-    assert resolved.code == 0, resolved.err
+    # Another process resumes it: the charge halts, and its declared reconciler finds it in the
+    # ledger by its key, settles it and completes the run, charging nothing more.
     finished = child("resume", "r", PAYMENTS_LEDGER=ledger_file, BIDE_DB=pg_url)
     assert (finished.code, finished.out) == (
         0,
         "Charged ann 12.00 for the May invoice on her card on file.\n",
     ), finished.err
     assert len(ledger.charges()) == 1
+    shown = child("show", "--db", pg_url, "r", "--json").json()
+    (resolved,) = [e for e in shown["events"] if e["kind"] == "result" and e["call_id"] == "c3"]
+    assert resolved["payload"]["resolved"]["by"] == "reconciler find_charge"
+    again = child("resolve", "--db", pg_url, "r", "c3", "--not-executed")
+    assert again.code == 2  # settled: a different resolution is refused
     listed = child("list", "--json", BIDE_DB=pg_url).json()["runs"]
     assert [(r["run_id"], r["status"]) for r in listed] == [("r", "completed")]
 
