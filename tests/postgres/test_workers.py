@@ -148,8 +148,9 @@ def three_workers_one_killed_and_restarted(
     }
     for run_id, epoch in held.items():
         assert run_id in takeovers or final[run_id] == ended[run_id] == epoch, run_id
-    assert times
-    if prompt:
+    # Every held run not ended before the kill was taken over (checked above); under load all
+    # of them may have ended in between, and then there is no takeover to time.
+    if prompt and times:
         assert max(times) <= TTL + POLL + 2.0
     lines = ledger.read_text().splitlines()
     assert Counter(lines) == Counter(f"r{i:03d} c1" for i in range(runs)), "one charge per run"
