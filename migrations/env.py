@@ -2,7 +2,7 @@
 
 bide runs this itself when it opens a journal (the open connection arrives in
 ``config.attributes["connection"]``); developers run it with ``alembic upgrade head``, optionally
-``-x url=sqlite:///path``.
+``-x url=sqlite:///path`` or ``-x url=postgresql://user@host/db``.
 """
 
 from __future__ import annotations
@@ -26,6 +26,18 @@ def _run(connection: object) -> None:
         context.run_migrations()
 
 
+async def _run_postgres(url: str) -> None:
+    from runtime.journal.postgres.connect import make_engine, postgres_url
+
+    engine = make_engine(postgres_url(url), pool_size=1)
+    try:
+        async with engine.connect() as conn:
+            await conn.run_sync(_run)
+            await conn.commit()
+    finally:
+        await engine.dispose()
+
+
 def main() -> None:
     connection = config.attributes.get("connection")
     if connection is not None:
@@ -36,6 +48,13 @@ def main() -> None:
     url = context.get_x_argument(as_dictionary=True).get("url") or config.get_main_option(
         "sqlalchemy.url"
     )
+    from runtime.journal.postgres.connect import is_postgres_url
+
+    if url and is_postgres_url(url):
+        import asyncio
+
+        asyncio.run(_run_postgres(url))
+        return
     engine = migration_engine(url or "bide.db")
     try:
         with engine.connect() as conn:

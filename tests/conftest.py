@@ -1,4 +1,10 @@
-"""Fixtures shared by the whole suite: a fresh journal file per test, and child processes."""
+"""Fixtures shared by the whole suite: a fresh journal per test (a SQLite file, or a PostgreSQL
+database), and child processes.
+
+The ``journal`` fixture runs on SQLite unless ``BIDE_TEST_BACKEND=postgres`` (then every test that
+uses it runs on PostgreSQL); the modules in ``BOTH_BACKENDS`` run their ``journal`` tests on both,
+in the default suite. ``pg_url`` is a fresh PostgreSQL database at head for one test.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +12,14 @@ import logging
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 import structlog
 
 from runtime.journal import Journal, SQLiteStore
+from tests.postgres import server
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -34,9 +41,79 @@ async def store(db_path: Path) -> AsyncIterator[SQLiteStore]:
         await s.close()
 
 
+BACKEND = os.environ.get("BIDE_TEST_BACKEND", "sqlite")
+"""Where the ``journal`` fixture lives: ``sqlite`` (the default) or ``postgres``."""
+
+BOTH_BACKENDS = frozenset(
+    {
+        "tests/runtime/test_resume_matrix.py",
+        "tests/runtime/test_hitl.py",
+        "tests/runtime/test_runs.py",
+        "tests/journal/test_fuzz.py",
+    }
+)
+"""Modules whose tests that take ``journal`` (and not ``db_path``, which names a SQLite file)
+run on both backends in the default suite."""
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "journal" not in metafunc.fixturenames or "db_path" in metafunc.fixturenames:
+        return
+    module = os.path.relpath(metafunc.definition.path, ROOT)
+    if module in BOTH_BACKENDS and BACKEND == "sqlite":
+        metafunc.parametrize("backend", ["sqlite", "postgres"], indirect=True)
+
+
 @pytest.fixture
-async def journal(db_path: Path) -> AsyncIterator[Journal]:
-    async with Journal(db_path) as j:
+def backend(request: pytest.FixtureRequest) -> str:
+    """The ``journal`` fixture's database. A test that also takes ``db_path`` reopens the
+    journal by that file name, so its journal stays that SQLite file."""
+    if "db_path" in request.fixturenames:
+        return "sqlite"
+    return str(getattr(request, "param", BACKEND))
+
+
+@pytest.fixture(scope="session")
+def pg_template() -> Iterator[str]:
+    """A database bide migrated to head, once per session: each test's database is a copy."""
+    why = server.reachable()
+    if why is not None:
+        if os.environ.get("BIDE_TEST_REQUIRE_POSTGRES"):
+            pytest.fail(why)
+        pytest.skip(why)
+    with server.database() as url:
+
+        async def migrate() -> None:
+            from runtime.journal.postgres import PostgresStore
+
+            await (await PostgresStore.open(url)).close()
+
+        server.run(migrate())
+        yield url.rpartition("/")[2]
+
+
+@pytest.fixture
+def pg_empty(pg_template: str) -> Iterator[str]:
+    """A fresh, empty PostgreSQL database (no bide schema) for this test, dropped afterwards."""
+    with server.database() as url:
+        yield url
+
+
+@pytest.fixture
+def pg_url(pg_template: str) -> Iterator[str]:
+    """A fresh PostgreSQL database at head for this test, dropped afterwards."""
+    with server.database(pg_template) as url:
+        yield url
+
+
+@pytest.fixture
+async def journal(request: pytest.FixtureRequest, backend: str) -> AsyncIterator[Journal]:
+    url: str | Path = (
+        request.getfixturevalue("pg_url")
+        if backend == "postgres"
+        else request.getfixturevalue("db_path")
+    )
+    async with Journal(url) as j:
         yield j
 
 

@@ -15,11 +15,14 @@ down_revision = None
 branch_labels = None
 depends_on = None
 
+# 64 bits on PostgreSQL; SQLite's INTEGER PRIMARY KEY is already 64 bits (the rowid).
+_SEQ = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
 
 def upgrade() -> None:
     op.create_table(
         "bide_records",
-        sa.Column("seq", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("seq", _SEQ, primary_key=True, autoincrement=True),
         sa.Column("run_id", sa.Text, nullable=False),
         sa.Column("key", sa.Text, nullable=False),
         sa.Column("kind", sa.Text, nullable=False),

@@ -38,6 +38,7 @@ from runtime.cli.base import (
 from runtime.cli.logs import configured
 from runtime.errors import BideError, ConfigError, RunBusy, SchemaError, StorageError
 from runtime.journal.migrate import damage, sqlite_path
+from runtime.journal.postgres import is_postgres_url
 
 __all__ = ["COMMANDS", "main"]
 
@@ -90,7 +91,8 @@ def _common() -> _Parser:
         "--db",
         metavar="URL_OR_PATH",
         default=argparse.SUPPRESS,
-        help="the journal: a file path or sqlite+aiosqlite:///path (default $BIDE_DB, ./bide.db)",
+        help="the journal: a file path, sqlite+aiosqlite:///path or postgresql://user@host/db "
+        "(default $BIDE_DB, ./bide.db)",
     )
     options.add_argument(
         "-v",
@@ -211,6 +213,8 @@ def _report(invocation: Invocation, exc: Exception, *, verbose: bool) -> int:
 
 def _damage(invocation: Invocation, exc: StorageError) -> str | None:
     """After a storage error: whether the journal file itself is damaged, said in one line."""
+    if is_postgres_url(invocation.db):
+        return None
     try:
         path = sqlite_path(invocation.db)
     except BideError:

@@ -13,8 +13,10 @@ from typing import Any, TextIO
 from runtime.errors import ConfigError
 from runtime.journal import Journal
 from runtime.journal.migrate import sqlite_path
+from runtime.journal.postgres import is_postgres_url
 from runtime.logs import get_logger
 from runtime.ownership import DEFAULT_TTL
+from runtime.redact import redact
 from runtime.result import RunStatus
 
 __all__ = [
@@ -134,7 +136,7 @@ class Invocation:
         """The journal to open. Only ``create`` makes a new file; ``migrate=False`` (for the
         commands that only read) never changes the file, it only checks its schema. Drives
         hold leases of ``lease_ttl`` seconds, else ``$BIDE_LEASE_TTL``, else the default."""
-        if not create:
+        if not create and not is_postgres_url(self.db):
             path = sqlite_path(self.db)
             if not os.path.exists(path):
                 raise ConfigError(
@@ -154,5 +156,5 @@ class Invocation:
         """A command line to suggest, as this CLI was invoked: ``bide resume --db x.db r1``."""
         given = getattr(self.args, "db", None)
         if given:
-            words = ("--db", given, *words)
+            words = ("--db", redact(given), *words)  # a URL's password stays out of the output
         return " ".join([self.prog, name, *(shlex.quote(w) for w in words)])

@@ -16,6 +16,7 @@ from runtime.cli.specs import journaled_spec, open_agent
 from runtime.errors import BudgetError, ConfigError, ModelError
 from runtime.journal import Journal
 from runtime.journal.migrate import sqlite_path
+from runtime.journal.postgres import is_postgres_url
 from runtime.result import RunResult, RunStatus
 from runtime.timeline import clip
 
@@ -125,7 +126,7 @@ async def _submit(inv: Invocation) -> int:
 
 async def _spec_of_existing_run(inv: Invocation, run_id: str) -> str:
     spec = None
-    if os.path.exists(sqlite_path(inv.db)):
+    if is_postgres_url(inv.db) or os.path.exists(sqlite_path(inv.db)):
         async with inv.journal() as journal:
             spec = await _journaled_spec(journal, run_id)
     if spec is None:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 
 from runtime.cli.base import Command, Invocation
 from runtime.journal import schema
-from runtime.journal.migrate import ensure_schema, sqlite_path
+from runtime.journal.migrate import ensure
 
 __all__ = ["COMMANDS"]
 
@@ -27,10 +26,7 @@ def _migrate_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def _migrate(inv: Invocation) -> int:
-    path = sqlite_path(inv.db)
-    await asyncio.to_thread(
-        ensure_schema, path, migrate=not inv.args.check, allow_foreign=inv.args.allow_foreign
-    )
+    path = await ensure(inv.db, migrate=not inv.args.check, allow_foreign=inv.args.allow_foreign)
     inv.out(f"journal {path} is at schema revision {schema.HEAD_REVISION}")
     return 0
 
@@ -41,11 +37,14 @@ COMMANDS = (
         summary="create or upgrade the journal's schema (--check only verifies it)",
         description=(
             "Create the journal, or upgrade its schema to the revision this bide needs. Safe to\n"
-            "run while other processes use the file, and again (it does nothing when current).\n"
+            "run while other processes use the journal, and again (it does nothing when current).\n"
             "A journal written by a newer bide is refused, and so is a database that holds\n"
             "other tables (unless --allow-foreign). With --check, nothing is changed."
         ),
-        example="  {prog} migrate --db /var/lib/bide/bide.db\n  {prog} migrate --check",
+        example=(
+            "  {prog} migrate --db /var/lib/bide/bide.db\n  {prog} migrate --check\n"
+            "  {prog} migrate --db postgresql://bide@db.internal/bide"
+        ),
         arguments=_migrate_arguments,
         handler=_migrate,
     ),

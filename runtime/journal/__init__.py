@@ -1,6 +1,8 @@
-"""The journal: an append-only, per-run record of intents and results, on SQLite."""
+"""The journal: an append-only, per-run record of intents and results, on SQLite (embedded) or
+PostgreSQL (shared by many processes and machines)."""
 
 from runtime.journal.journal import Decided, Journal, Resolution
+from runtime.journal.postgres import PostgresStore
 from runtime.journal.protocol import Store
 from runtime.journal.store import RunPage, RunRow, SQLiteStore
 from runtime.records import Appended, Record
@@ -9,6 +11,7 @@ __all__ = [
     "Appended",
     "Decided",
     "Journal",
+    "PostgresStore",
     "Record",
     "Resolution",
     "RunPage",

@@ -14,6 +14,7 @@ from runtime import faults, tracing
 from runtime import records as R
 from runtime.approval import ApprovalPolicy, Decision, Tally, canonical_json, judge
 from runtime.errors import ConfigError, ConflictError, RunBusy
+from runtime.journal.postgres.connect import is_postgres_url
 from runtime.journal.protocol import Store
 from runtime.journal.sqlite import BUSY_TIMEOUT_MS
 from runtime.journal.store import RunPage, RunRow, SQLiteStore, unstorable
@@ -75,9 +76,11 @@ class Resolution:
 class Journal:
     """An open journal: ``async with Journal(url) as journal:``.
 
-    ``url`` is ``sqlite+aiosqlite:///path`` or a file path. The schema is migrated to this bide's
-    head on open unless ``migrate=False``, which only verifies it. One Journal serves many runs
-    and many agents at once; its writer group-commits all of them.
+    ``url`` is ``sqlite+aiosqlite:///path`` or a file path, or a PostgreSQL database:
+    ``postgresql://user@host/db`` (or ``postgresql+asyncpg://``; needs ``bide[postgres]``).
+    The schema is migrated to this bide's head on open unless ``migrate=False``, which only
+    verifies it. One Journal serves many runs and many agents at once; its writer
+    group-commits all of them.
 
     ``Journal(store=...)`` uses a store made elsewhere instead (anything that keeps the ``Store``
     protocol, such as ``runtime.testing.MemoryStore``); closing the Journal closes it.
@@ -126,6 +129,10 @@ class Journal:
                 self._store = self._given
             elif self.url is None:
                 raise ConfigError("this Journal's store was closed; make a new Journal")
+            elif is_postgres_url(self.url):
+                from runtime.journal.postgres import PostgresStore
+
+                self._store = await PostgresStore.open(self.url, migrate=self._migrate)
             else:
                 self._store = await SQLiteStore.open(
                     self.url, migrate=self._migrate, busy_timeout_ms=self._busy_timeout_ms

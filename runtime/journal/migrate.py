@@ -1,7 +1,13 @@
-"""Bring a journal's schema to the revision this bide needs, or refuse it, through Alembic."""
+"""Bring a journal's schema to the revision this bide needs, or refuse it, through Alembic.
+
+One migration history for both databases: ``ensure_schema`` does it for a SQLite file, and
+``postgres.migrate`` for a PostgreSQL database through the same steps (``upgrade``, ``verify``);
+``ensure`` picks by URL.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 import urllib.parse
@@ -18,7 +24,17 @@ from runtime.journal.sqlite import BUSY_TIMEOUT_MS, configure
 if TYPE_CHECKING:
     from alembic.script import ScriptDirectory
 
-__all__ = ["damage", "ensure_schema", "migration_engine", "script_location", "sqlite_path"]
+__all__ = [
+    "damage",
+    "ensure",
+    "ensure_schema",
+    "migration_engine",
+    "script_location",
+    "scripts",
+    "sqlite_path",
+    "upgrade",
+    "verify",
+]
 
 _BIDE_TABLES = frozenset({schema.VERSION_TABLE, *schema.metadata.tables})
 
@@ -39,7 +55,7 @@ def sqlite_path(url: str | os.PathLike[str]) -> str:
             raise ConfigError(f"invalid journal URL {text!r}: {exc}") from exc
         if parsed.get_backend_name() != "sqlite":
             raise ConfigError(
-                f"journal URL {text!r}: only SQLite journals are supported "
+                f"journal URL {parsed.render_as_string()!r}: not a SQLite journal "
                 "(sqlite+aiosqlite:///path/to/bide.db, or a plain file path)"
             )
         path = parsed.database or ""
@@ -102,14 +118,7 @@ def ensure_schema(
         _create_private(path)
     if _at_head(path, busy_timeout_ms):
         return  # the common case, without importing Alembic
-    from alembic import command
-    from alembic.config import Config
-    from alembic.script import ScriptDirectory
-
-    scripts = ScriptDirectory(script_location())
-    head = scripts.get_current_head()
-    if head != schema.HEAD_REVISION:  # pragma: no cover - a packaging mistake
-        raise SchemaError(f"shipped migrations end at {head}, code expects {schema.HEAD_REVISION}")
+    _, head = scripts()
     if not migrate and not os.path.exists(path):
         raise SchemaError(
             f"no journal at {path}; this bide needs schema revision {head}. Open it with "
@@ -118,26 +127,68 @@ def ensure_schema(
     engine = migration_engine(path, busy_timeout_ms=busy_timeout_ms)
     try:
         with engine.connect() as conn:
-            if not migrate:
-                _verify(conn, scripts, head, path)
-                return
-            with conn.begin():
-                current = _current(conn)
-                if current == head:
-                    return
-                _refuse_unknown(scripts, current, head, path)
-                if current is None and not allow_foreign:
-                    _refuse_foreign(conn, path)
-                config = Config()
-                config.set_main_option("script_location", script_location())
-                config.attributes["connection"] = conn
-                command.upgrade(config, "head")
+            if migrate:
+                upgrade(conn, path, allow_foreign=allow_foreign)
+            else:
+                verify(conn, path)
     except sa.exc.DBAPIError as exc:
         if _is_damage(exc.orig):
             raise _damaged(path, exc.orig) from exc
         raise SchemaError(f"journal {path}: cannot migrate: {exc.orig}") from exc
     finally:
         engine.dispose()
+
+
+async def ensure(url: str, *, migrate: bool, allow_foreign: bool = False) -> str:
+    """Migrate (or with ``migrate=False`` verify) the journal at ``url``, a SQLite file or a
+    PostgreSQL database; return where it is, fit for a message."""
+    from runtime.journal.postgres.connect import is_postgres_url
+
+    if is_postgres_url(url):
+        from runtime.journal.postgres import migrate as pg_migrate
+
+        return await pg_migrate.ensure_url(url, migrate=migrate, allow_foreign=allow_foreign)
+    path = sqlite_path(url)
+    await asyncio.to_thread(ensure_schema, path, migrate=migrate, allow_foreign=allow_foreign)
+    return path
+
+
+def scripts() -> tuple[ScriptDirectory, str]:
+    """The shipped Alembic scripts, and their head revision (the one this bide needs)."""
+    from alembic.script import ScriptDirectory
+
+    found = ScriptDirectory(script_location())
+    head = found.get_current_head()
+    if head != schema.HEAD_REVISION:  # pragma: no cover - a packaging mistake
+        raise SchemaError(f"shipped migrations end at {head}, code expects {schema.HEAD_REVISION}")
+    assert head is not None
+    return found, head
+
+
+def upgrade(conn: sa.Connection, where: str, *, allow_foreign: bool) -> None:
+    """Bring the database on ``conn`` to head in one transaction, or refuse it (a newer bide's
+    schema, another program's tables). The caller serialises concurrent upgraders."""
+    from alembic import command
+    from alembic.config import Config
+
+    shipped, head = scripts()
+    with conn.begin():
+        current = _current(conn)
+        if current == head:
+            return
+        _refuse_unknown(shipped, current, head, where)
+        if current is None and not allow_foreign:
+            _refuse_foreign(conn, where)
+        config = Config()
+        config.set_main_option("script_location", script_location())
+        config.attributes["connection"] = conn
+        command.upgrade(config, "head")
+
+
+def verify(conn: sa.Connection, where: str) -> None:
+    """Refuse the database on ``conn`` unless its schema is at head; change nothing."""
+    shipped, head = scripts()
+    _verify(conn, shipped, head, where)
 
 
 def _create_private(path: str) -> None:
@@ -200,6 +251,10 @@ def _at_head(path: str, busy_timeout_ms: int) -> bool:
 
 
 def _foreign_tables(conn: sa.Connection) -> list[str]:
+    if conn.dialect.name != "sqlite":
+        inspector = sa.inspect(conn)
+        found = sorted({*inspector.get_table_names(), *inspector.get_view_names()})
+        return [n for n in found if n not in _BIDE_TABLES]
     names = conn.exec_driver_sql(
         "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') "
         "AND name NOT LIKE 'sqlite_%' ORDER BY name"
@@ -213,8 +268,8 @@ def _refuse_foreign(conn: sa.Connection, path: str) -> None:
         raise SchemaError(
             f"{path} is not a bide journal: it holds other tables ({', '.join(foreign[:5])}"
             f"{', ...' if len(foreign) > 5 else ''}), and bide does not add its tables to another "
-            "program's database. Name a new file, or share this one on purpose with "
-            "`migrate --allow-foreign` (in code: SQLiteStore.open(..., allow_foreign=True))."
+            "program's database. Name a new one, or share this one on purpose with "
+            "`migrate --allow-foreign` (in code: open the store with allow_foreign=True)."
         )
 
 

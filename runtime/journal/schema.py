@@ -31,10 +31,13 @@ VERSION_TABLE = "bide_alembic_version"
 
 metadata = sa.MetaData()
 
+_SEQ = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+"""``seq``: 64 bits on PostgreSQL; SQLite's INTEGER PRIMARY KEY is already 64 bits (the rowid)."""
+
 records = sa.Table(
     "bide_records",
     metadata,
-    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("seq", _SEQ, primary_key=True, autoincrement=True),
     sa.Column("run_id", sa.Text, nullable=False),
     sa.Column("key", sa.Text, nullable=False),
     sa.Column("kind", sa.Text, nullable=False),

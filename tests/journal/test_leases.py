@@ -14,15 +14,22 @@ import pytest
 
 from runtime.errors import LeaseLost, RunBusy
 from runtime.journal import SQLiteStore, Store
+from runtime.journal.postgres import PostgresStore
 from runtime.ownership import Owner, is_alive, process_start, this_host
 from runtime.testing import MemoryStore
 
 TTL = 15.0
 
 
-@pytest.fixture(params=["sqlite", "memory"])
+@pytest.fixture(params=["sqlite", "memory", "postgres"])
 async def store(request: pytest.FixtureRequest, db_path: Path) -> AsyncIterator[Store]:
-    s: Store = await SQLiteStore.open(db_path) if request.param == "sqlite" else MemoryStore()
+    s: Store
+    if request.param == "sqlite":
+        s = await SQLiteStore.open(db_path)
+    elif request.param == "postgres":
+        s = await PostgresStore.open(request.getfixturevalue("pg_url"))
+    else:
+        s = MemoryStore()
     try:
         yield s
     finally:

@@ -12,13 +12,21 @@ import pytest
 
 from runtime.errors import ConfigError, FormatError, StorageError
 from runtime.journal import SQLiteStore, Store
+from runtime.journal.postgres import PostgresStore
 from runtime.testing import MemoryStore
 
 
-@pytest.fixture(params=["sqlite", "memory"])
+@pytest.fixture(params=["sqlite", "memory", "postgres"])
 async def store(request: pytest.FixtureRequest, db_path: Path) -> AsyncIterator[Store]:
-    """Each contract test runs against every Store: the SQLite file and the in-memory one."""
-    s: Store = await SQLiteStore.open(db_path) if request.param == "sqlite" else MemoryStore()
+    """Each contract test runs against every Store: the SQLite file, the in-memory one and a
+    PostgreSQL database."""
+    s: Store
+    if request.param == "sqlite":
+        s = await SQLiteStore.open(db_path)
+    elif request.param == "postgres":
+        s = await PostgresStore.open(request.getfixturevalue("pg_url"))
+    else:
+        s = MemoryStore()
     try:
         yield s
     finally:

@@ -1,0 +1,9 @@
+"""PostgreSQL underneath the journal: reaching the server (``connect``), the batch logic that
+decides each key's winner (``batch``), the group-commit writer (``writer``), leases
+(``leases``), the schema (``migrate``) and the store itself (``store``). Needs the
+``bide[postgres]`` extra (asyncpg)."""
+
+from runtime.journal.postgres.connect import display, is_postgres_url, postgres_url
+from runtime.journal.postgres.store import PostgresStore
+
+__all__ = ["PostgresStore", "display", "is_postgres_url", "postgres_url"]

@@ -1,0 +1,81 @@
+"""Leases on PostgreSQL (``runtime.ownership``): one row per run in ``bide_leases``, timed by the
+server's clock.
+
+Acquiring is one ``INSERT ... ON CONFLICT DO UPDATE ... WHERE`` (the row lock it takes makes it
+single-winner) under the journal's write lock, so that it can never fall between a batch's
+fencing check and that batch's commit: an append of an old epoch either committed before the
+takeover or is refused after it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import sqlalchemy as sa
+
+from runtime.journal import schema
+from runtime.journal.postgres.connect import NOW_MS
+from runtime.ownership import Lease, Owner
+
+__all__ = ["ACQUIRE", "CLAIMABLE", "READ", "RELEASE", "RENEW", "lease_of", "owner_text"]
+
+_L, _U = schema.leases.name, schema.runs.name
+
+_COLUMNS = (
+    "l.epoch, l.owner, l.acquired_ms, l.expires_ms, l.released, "
+    f"(NOT l.released AND l.expires_ms > {NOW_MS}) AS live"
+)
+"""A lease as ``lease_of`` reads it; ``live`` is decided by the server's clock."""
+
+ACQUIRE = sa.text(
+    f"WITH c AS (SELECT {NOW_MS} AS now) "
+    f"INSERT INTO {_L} AS l (run_id, epoch, owner, host, acquired_ms, expires_ms, released) "
+    "SELECT :run_id, 1, :owner, :host, c.now, c.now + :ttl_ms, false FROM c "
+    "ON CONFLICT (run_id) DO UPDATE SET epoch = l.epoch + 1, owner = excluded.owner, "
+    "host = excluded.host, acquired_ms = excluded.acquired_ms, "
+    "expires_ms = excluded.expires_ms, released = false "
+    "WHERE l.released OR l.expires_ms <= excluded.acquired_ms "
+    "OR l.epoch = CAST(:take_over AS integer) "
+    f"RETURNING {_COLUMNS}"
+)
+
+RENEW = sa.text(
+    f"UPDATE {_L} AS l SET expires_ms = {NOW_MS} + :ttl_ms "
+    f"WHERE l.run_id = :run_id AND l.epoch = :epoch AND NOT l.released RETURNING {_COLUMNS}"
+)
+
+RELEASE = sa.text(
+    f"UPDATE {_L} AS l SET released = true, expires_ms = {NOW_MS} "
+    "WHERE l.run_id = :run_id AND l.epoch = :epoch AND NOT l.released RETURNING 1"
+)
+
+READ = sa.text(f"SELECT {_COLUMNS} FROM {_L} AS l WHERE l.run_id = :run_id")
+
+CLAIMABLE = sa.text(
+    f"SELECT u.run_id, {_COLUMNS} FROM {_U} AS u LEFT JOIN {_L} AS l ON l.run_id = u.run_id "
+    "WHERE u.status IN ('running', 'submitted') AND (l.run_id IS NULL OR l.released "
+    f"OR l.expires_ms <= {NOW_MS} OR l.host = CAST(:host AS text)) "
+    "ORDER BY u.updated_ms, u.run_id LIMIT :limit"
+)
+
+
+def owner_text(owner: Owner) -> str:
+    return json.dumps(owner.to_json(), separators=(",", ":"))
+
+
+def lease_of(run_id: str, row: Any) -> Lease | None:
+    """A lease from ``(epoch, owner, acquired_ms, expires_ms, released, live)``, or ``None``
+    when the row is all NULL (a LEFT JOIN that found no lease)."""
+    epoch, owner, acquired_ms, expires_ms, released, live = row
+    if epoch is None:
+        return None
+    return Lease(
+        run_id=run_id,
+        epoch=epoch,
+        owner=Owner.from_json(owner),
+        acquired_ms=acquired_ms,
+        expires_ms=expires_ms,
+        released=bool(released),
+        live=bool(live),
+    )

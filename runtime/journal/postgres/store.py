@@ -1,0 +1,423 @@
+"""The store on PostgreSQL: the same records, keys, order and leases as ``SQLiteStore``, in one
+database that many processes and machines share.
+
+Writes go through the group-commit writer (``postgres.Writer``); reads are SQLAlchemy Core
+queries on pooled autocommit connections, so they never queue behind a batch.
+
+Not yet: waking workers with ``LISTEN/NOTIFY`` when a run becomes ready (a batch that makes a
+run claimable would ``NOTIFY`` in its own transaction); workers poll ``claimable`` meanwhile.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Self, TypeVar
+
+import sqlalchemy as sa
+
+from runtime.errors import ConfigError, LeaseLost, RunBusy, StorageError
+from runtime.journal import schema
+from runtime.journal.postgres import leases as L
+from runtime.journal.postgres.batch import INDEX_COLUMNS, AppendOp, CreateOp, IndexOp, Op
+from runtime.journal.postgres.connect import (
+    NOW_MS,
+    WRITE_LOCK,
+    connection_lost,
+    display,
+    make_engine,
+    postgres_url,
+    storage_error,
+)
+from runtime.journal.postgres.migrate import ensure_engine
+from runtime.journal.postgres.writer import Writer
+from runtime.journal.sqlite.setup import check_format
+from runtime.journal.store import RunPage, RunRow, decode, encode
+from runtime.ownership import Lease, Owner, busy, lost
+from runtime.records import CODEC, Appended, Record
+
+if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal opens
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+__all__ = ["PostgresStore"]
+
+_T = TypeVar("_T")
+
+_r, _u, _l = schema.records, schema.runs, schema.leases
+_RUN_ID: sa.BindParameter[str] = sa.bindparam("run_id")
+_GET = sa.select(_r.c.seq, _r.c.kind, _r.c.codec, _r.c.payload, _r.c.created_ms).where(
+    _r.c.run_id == _RUN_ID, _r.c.key == sa.bindparam("key")
+)
+_LOAD = (
+    sa.select(_r.c.seq, _r.c.key, _r.c.kind, _r.c.codec, _r.c.payload, _r.c.created_ms)
+    .where(_r.c.run_id == _RUN_ID, _r.c.seq > sa.bindparam("after"))
+    .order_by(_r.c.seq)
+)
+_LIVE = sa.and_(sa.not_(_l.c.released), _l.c.expires_ms > sa.literal_column(NOW_MS))
+_RUNS = sa.select(
+    _u.c.run_id,
+    _u.c.format,
+    _u.c.status,
+    _u.c.agent,
+    _u.c.turns,
+    _u.c.created_ms,
+    _u.c.updated_ms,
+    _u.c.detail,
+    _l.c.epoch,
+    _l.c.owner,
+    _l.c.acquired_ms,
+    _l.c.expires_ms,
+    _l.c.released,
+    _LIVE.label("live"),
+).select_from(_u.outerjoin(_l, _l.c.run_id == _u.c.run_id))
+_ROW = _RUNS.where(_u.c.run_id == _RUN_ID)
+_LOCK = sa.text(f"SELECT pg_advisory_xact_lock({WRITE_LOCK})")
+
+
+class PostgresStore:
+    """A journal in a PostgreSQL database (the ``Store`` protocol).
+
+    ``await PostgresStore.open("postgresql://user@host/db")``, then ``await store.close()``.
+    The URL's password, if any, never appears in a message: ``path`` is the URL without it.
+    """
+
+    def __init__(self, path: str, engine: AsyncEngine, writer: Writer):
+        self.path = path
+        self._engine = engine
+        self._reads = engine.execution_options(isolation_level="AUTOCOMMIT")
+        self._writer = writer
+        self._verified: set[str] = set()
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls,
+        url: str | os.PathLike[str],
+        *,
+        migrate: bool = True,
+        allow_foreign: bool = False,
+        pool_size: int = 4,
+    ) -> Self:
+        """Open the journal in the database at ``url``, migrating it to head unless
+        ``migrate=False`` (which only verifies it). bide's tables are not added to a database
+        that holds other tables unless ``allow_foreign``. A server that cannot be reached, a
+        missing database or refused credentials are a ``StorageError`` naming the server."""
+        parsed = postgres_url(url)
+        where = display(parsed)
+        engine = make_engine(parsed, pool_size=pool_size)
+        try:
+            await ensure_engine(engine, where, migrate=migrate, allow_foreign=allow_foreign)
+            writer = Writer(engine, where)
+            await writer.start()
+        except BaseException:
+            await engine.dispose()
+            raise
+        return cls(where, engine, writer)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self._writer.close()
+        finally:
+            await self._engine.dispose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def commits(self) -> int:
+        """How many transactions the writer has committed (group commit shares them)."""
+        return self._writer.commits
+
+    # --- writes ----------------------------------------------------------------------------
+
+    async def _submit(self, op: Op) -> Any:
+        return await self._writer.submit(op)
+
+    async def create_run(
+        self, run_id: str, *, agent: str | None = None, epoch: int | None = None
+    ) -> bool:
+        """Write the run's header (format version) unless the run exists; True if it is new.
+
+        An existing run written in another format is refused with ``FormatError``.
+        """
+        _check_run_id(run_id)
+        header = encode({"format": schema.FORMAT_VERSION})
+        created = bool(await self._submit(CreateOp(run_id, header, agent, epoch)))
+        self._verified.add(run_id)
+        return created
+
+    async def append(
+        self,
+        run_id: str,
+        key: str,
+        kind: str,
+        payload: Any,
+        *,
+        unless: str | tuple[str, ...] | None = None,
+        watch: str | None = None,
+        index: Mapping[str, Any] | None = None,
+        epoch: int | None = None,
+    ) -> Appended:
+        """Insert ``payload`` under ``key`` unless the key exists; return the winner (the
+        contract is ``Store.append``'s)."""
+        op = AppendOp(
+            run_id,
+            key,
+            kind,
+            CODEC,
+            encode(payload),
+            unless=(unless,) if isinstance(unless, str) else unless,
+            watch=watch,
+            check_header=run_id not in self._verified,
+            index=_index_fields(index) if index else None,
+            epoch=epoch,
+        )
+        outcome = await self._submit(op)
+        self._verified.add(run_id)
+        if len(outcome) == 3:
+            return Appended(False, None, outcome[1], outcome[2])
+        won, watched, seq, kind_, codec, text, created_ms = outcome
+        value = payload if won else decode(codec, text, run_id=run_id, key=key)
+        return Appended(won, Record(seq, run_id, key, kind_, value, created_ms, codec), watched)
+
+    async def update_index(
+        self, run_id: str, *, unless: str | None = None, epoch: int | None = None, **fields: Any
+    ) -> None:
+        """Update the run's listing row (status, agent, turns, detail). Never touches a record.
+
+        ``unless`` names a key whose record, if present, leaves the row as it is (checked in
+        the same transaction).
+        """
+        await self._submit(IndexOp(run_id, _index_fields(fields), unless, epoch))
+
+    # --- leases ----------------------------------------------------------------------------
+
+    async def acquire(
+        self, run_id: str, owner: Owner, *, ttl: float, take_over: int | None = None
+    ) -> Lease:
+        """Grant the run's lease to ``owner`` (the contract is ``Store.acquire``'s), or raise
+        ``RunBusy`` naming the holder."""
+        _check_run_id(run_id)
+        values = {
+            "run_id": run_id,
+            "owner": L.owner_text(owner),
+            "host": owner.host,
+            "ttl_ms": _ttl_ms(ttl),
+            "take_over": take_over,
+        }
+
+        async def go(conn: AsyncConnection) -> Lease:
+            async with conn.begin():
+                # Under the write lock: never between a batch's fencing check and its commit.
+                await conn.execute(_LOCK)
+                granted = (await conn.execute(L.ACQUIRE, values)).first()
+                current = granted or (await conn.execute(L.READ, {"run_id": run_id})).first()
+            lease = None if current is None else L.lease_of(run_id, current)
+            if lease is None:  # pragma: no cover - the upsert either wins or meets a row
+                raise StorageError(f"journal {self.path}: the lease of run {run_id!r} vanished")
+            if granted is None:
+                raise busy(lease)
+            return lease
+
+        return await self._run(go, self._engine, doing=f"cannot acquire run {run_id!r}")
+
+    async def renew(self, lease: Lease, *, ttl: float) -> Lease:
+        """Extend ``lease`` by ``ttl`` seconds from now; ``LeaseLost`` if its epoch moved on."""
+        values = {"run_id": lease.run_id, "epoch": lease.epoch, "ttl_ms": _ttl_ms(ttl)}
+
+        async def go(conn: AsyncConnection) -> Any:
+            return (await conn.execute(L.RENEW, values)).first()
+
+        row = await self._run(go, doing=f"cannot renew the lease of run {lease.run_id!r}")
+        renewed = None if row is None else L.lease_of(lease.run_id, row)
+        if renewed is None:
+            current = await self.lease(lease.run_id)
+            raise lost(lease, None if current is None else current.epoch)
+        return renewed
+
+    async def release(self, lease: Lease) -> bool:
+        """Mark ``lease`` released; False (changing nothing) if its epoch moved on."""
+        values = {"run_id": lease.run_id, "epoch": lease.epoch}
+
+        async def go(conn: AsyncConnection) -> bool:
+            return (await conn.execute(L.RELEASE, values)).first() is not None
+
+        return await self._run(go, doing=f"cannot release the lease of run {lease.run_id!r}")
+
+    async def lease(self, run_id: str) -> Lease | None:
+        async def go(conn: AsyncConnection) -> Any:
+            return (await conn.execute(L.READ, {"run_id": run_id})).first()
+
+        row = await self._run(go)
+        return None if row is None else L.lease_of(run_id, row)
+
+    async def claimable(
+        self, *, limit: int = 10, host: str | None = None
+    ) -> list[tuple[str, Lease | None]]:
+        """Runs a worker may drive, least recently updated first (``Store.claimable``)."""
+        if limit < 1:
+            raise ConfigError("limit must be at least 1")
+
+        async def go(conn: AsyncConnection) -> list[Any]:
+            return list(await conn.execute(L.CLAIMABLE, {"limit": limit, "host": host}))
+
+        rows = await self._run(go)
+        return [(row[0], L.lease_of(row[0], row[1:])) for row in rows]
+
+    # --- reads -----------------------------------------------------------------------------
+
+    async def _run(
+        self,
+        fn: Callable[[AsyncConnection], Awaitable[_T]],
+        engine: AsyncEngine | None = None,
+        *,
+        doing: str = "cannot read",
+    ) -> _T:
+        """``fn`` on a pooled connection (autocommit unless ``engine`` says otherwise), once
+        more on a fresh one if the server had dropped the first: every use is a single
+        statement or one transaction, so a retry after a broken connection repeats nothing
+        that committed."""
+        if self._closed:
+            raise StorageError(f"journal {self.path} is closed")
+        for retry in (True, False):
+            try:
+                async with (engine or self._reads).connect() as conn:
+                    return await fn(conn)
+            except (StorageError, RunBusy, LeaseLost):
+                raise
+            except Exception as exc:
+                if retry and connection_lost(exc):
+                    continue
+                raise storage_error(self.path, exc, doing=doing) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _fetch(self, statement: sa.Executable, values: Mapping[str, Any]) -> list[Any]:
+        async def go(conn: AsyncConnection) -> list[Any]:
+            return list(await conn.execute(statement, dict(values)))
+
+        return await self._run(go)
+
+    async def get(self, run_id: str, key: str) -> Record | None:
+        rows = await self._fetch(_GET, {"run_id": run_id, "key": key})
+        if not rows:
+            return None
+        if run_id not in self._verified and key != "header":
+            await self.check_run(run_id)
+        seq, kind, codec, text, created_ms = rows[0]
+        value = decode(codec, text, run_id=run_id, key=key, seq=seq)
+        return Record(seq, run_id, key, kind, value, created_ms, codec)
+
+    async def check_run(self, run_id: str) -> bool:
+        """True if the run exists; ``FormatError`` if it is written in an unknown format."""
+        rows = await self._fetch(_GET, {"run_id": run_id, "key": "header"})
+        if not rows:
+            return False
+        check_format(run_id, rows[0][3])
+        self._verified.add(run_id)
+        return True
+
+    async def load(self, run_id: str, *, after: int = 0) -> list[Record]:
+        """The run's records in commit order, those with ``seq > after`` only if given.
+
+        The header is checked before any other record is decoded: a run in an unknown format
+        raises ``FormatError`` and nothing of it is returned.
+        """
+        if run_id not in self._verified and not await self.check_run(run_id):
+            return []
+        rows = await self._fetch(_LOAD, {"run_id": run_id, "after": after})
+        return [
+            Record(
+                seq,
+                run_id,
+                key,
+                kind,
+                decode(codec, text, run_id=run_id, key=key, seq=seq),
+                ms,
+                codec,
+            )
+            for seq, key, kind, codec, text, ms in rows
+        ]
+
+    async def list_runs(
+        self,
+        *,
+        status: str | None = None,
+        prefix: str | None = None,
+        limit: int = 50,
+        before: str | None = None,
+    ) -> RunPage:
+        """Runs newest first, filtered by index status and run-id prefix, one page at a time."""
+        if limit < 1:
+            raise ConfigError("limit must be at least 1")
+        query = _RUNS
+        if status is not None:
+            query = query.where(_u.c.status == status)
+        if prefix:
+            escaped = prefix.replace("/", "//").replace("%", "/%").replace("_", "/_")
+            query = query.where(_u.c.run_id.like(escaped + "%", escape="/"))
+        if before is not None:
+            cursor = sa.tuple_(*(sa.literal(v) for v in _parse_cursor(before)))
+            query = query.where(sa.tuple_(_u.c.created_ms, _u.c.run_id) < cursor)
+        query = query.order_by(_u.c.created_ms.desc(), _u.c.run_id.desc()).limit(limit + 1)
+        rows = await self._fetch(query, {})
+        runs = [_run_row(row) for row in rows[:limit]]
+        next_cursor = None
+        if len(rows) > limit:
+            last = runs[-1]
+            next_cursor = f"{last.created_ms}:{last.run_id}"
+        return RunPage(runs, next_cursor)
+
+    async def run_row(self, run_id: str) -> RunRow | None:
+        """The run's row in the index, if the run exists."""
+        rows = await self._fetch(_ROW, {"run_id": run_id})
+        return _run_row(rows[0]) if rows else None
+
+
+def _run_row(row: Any) -> RunRow:
+    run_id, fmt, status, agent, turns, created_ms, updated_ms, detail = row[:8]
+    return RunRow(
+        run_id,
+        fmt,
+        status,
+        agent,
+        turns,
+        created_ms,
+        updated_ms,
+        json.loads(detail) if detail else None,
+        L.lease_of(run_id, row[8:]),
+    )
+
+
+def _ttl_ms(ttl: float) -> int:
+    if not ttl > 0:
+        raise ConfigError(f"a lease's ttl is a positive number of seconds: {ttl!r}")
+    return max(1, round(ttl * 1000))
+
+
+def _check_run_id(run_id: object) -> None:
+    if not isinstance(run_id, str) or not run_id or len(run_id) > 256:
+        raise ConfigError(f"a run id is a non-empty string of at most 256 characters: {run_id!r}")
+
+
+def _index_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(fields)
+    unknown = set(out).difference(INDEX_COLUMNS)
+    if unknown:
+        raise StorageError(f"unknown run index columns {sorted(unknown)}")
+    if "detail" in out and out["detail"] is not None:
+        out["detail"] = encode(out["detail"])
+    return out
+
+
+def _parse_cursor(cursor: str) -> tuple[int, str]:
+    created, sep, run_id = cursor.partition(":")
+    if not sep or not created.isdigit():
+        raise ConfigError(f"invalid page cursor {cursor!r}")
+    return int(created), run_id

@@ -1,0 +1,240 @@
+"""The group-commit writer on PostgreSQL: one task per journal that commits every pending write of
+every run in one transaction, and only then tells each caller.
+
+While a batch is being committed the next one gathers in the queue, so concurrent appends share
+transactions without waiting for a timer. Should the connection break during COMMIT, nobody is
+told anything until the server has said (``txid_status``) whether the batch committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+
+from runtime import faults
+from runtime.errors import StorageError
+from runtime.journal.postgres.batch import Failed, IndexOp, Op, apply
+from runtime.journal.postgres.connect import connection_lost, storage_error
+from runtime.logs import get_logger
+
+if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal opens
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+__all__ = ["MAX_BATCH", "OUTCOME_WAIT", "Writer"]
+
+log = get_logger(__name__)
+
+MAX_BATCH = 1024
+"""Ops taken into one transaction at most."""
+
+OUTCOME_WAIT = 30.0
+"""Seconds to keep asking the server whether a batch whose COMMIT lost its connection committed,
+before its callers are told the outcome is unknown."""
+
+_STATUS = sa.text("SELECT txid_status(:xid)")
+
+_Item = tuple[Op, "asyncio.Future[Any]"]
+
+
+class Writer:
+    """Group-commits the writes of a journal on one connection of its own (reconnected when the
+    server drops it). A batch that fails fails every caller in it, and nothing of it is
+    committed; a caller is resolved only after the commit holding its write."""
+
+    def __init__(self, engine: AsyncEngine, where: str):
+        self.where = where
+        self.commits = 0
+        self._engine = engine
+        self._queue: asyncio.Queue[_Item | None] = asyncio.Queue()
+        self._conn: AsyncConnection | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    async def start(self) -> None:
+        """Connect (a server that cannot be reached is a ``StorageError`` now, not at the first
+        append) and start serving."""
+        self._conn = await self._connect()
+        self._task = asyncio.get_running_loop().create_task(
+            self._serve(), name=f"bide-writer:{self.where}"
+        )
+
+    def submit(self, op: Op) -> asyncio.Future[Any]:
+        if self._closed or self._task is None or self._task.done():
+            raise StorageError(f"journal {self.where} is closed")
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait((op, future))
+        return future
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._task is not None:
+            self._queue.put_nowait(None)
+            await self._task
+        await self._drop()
+
+    async def _connect(self) -> AsyncConnection:
+        try:
+            return await self._engine.connect()
+        except Exception as exc:
+            raise storage_error(self.where, exc, doing="cannot connect") from exc
+
+    async def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                await conn.invalidate()
+                await conn.close()
+
+    async def _serve(self) -> None:
+        try:
+            while True:
+                first = await self._queue.get()
+                if first is None:
+                    break
+                batch = [first]
+                stop = False
+                while len(batch) < MAX_BATCH and not self._queue.empty():
+                    item = self._queue.get_nowait()
+                    if item is None:
+                        stop = True
+                        break
+                    batch.append(item)
+                try:
+                    await self._commit(batch)
+                except Exception as exc:
+                    # A bug must never leave a caller waiting: this batch fails (nothing it
+                    # wrote is reported as written), and the writer serves the next one.
+                    error = StorageError(
+                        f"journal {self.where}: the writer met an unexpected "
+                        f"{type(exc).__name__}: {exc}"
+                    )
+                    error.__cause__ = exc
+                    log.error("journal_writer_error", path=self.where, error=str(error))
+                    _fail_all(batch, error)
+                    await self._drop()
+                if stop:
+                    break
+        finally:
+            closed = StorageError(f"journal {self.where} is closed")
+            while not self._queue.empty():
+                item = self._queue.get_nowait()
+                if item is not None and not item[1].done():
+                    item[1].set_exception(closed)
+
+    async def _commit(self, batch: list[_Item]) -> None:
+        ops = [op for op, _ in batch]
+        records = len(ops) - sum(type(op) is IndexOp for op in ops)
+        for retry in (True, False):
+            xid: list[int] = []
+            outcomes: list[Any] = []
+            committing = False
+            try:
+                if self._conn is None:
+                    self._conn = await self._connect()
+                conn = self._conn
+                transaction = await conn.begin()
+                try:
+                    outcomes = await apply(conn, ops, xid.append)
+                    faults.crashpoint("write.before_commit", records)
+                    committing = True
+                    await transaction.commit()
+                except BaseException:
+                    if not committing:
+                        with contextlib.suppress(Exception):
+                            await transaction.rollback()
+                    raise
+            except asyncio.CancelledError:
+                said = (
+                    "whether the last batch committed is unknown"
+                    if committing
+                    else ("nothing of the last batch was committed")
+                )
+                _fail_all(
+                    batch, StorageError(f"journal {self.where}: the writer was cancelled; {said}")
+                )
+                await self._drop()
+                raise
+            except Exception as exc:
+                lost = connection_lost(exc)
+                if lost:
+                    await self._drop()
+                if lost and not xid and retry:
+                    # The server dropped the idle connection: nothing reached a transaction.
+                    log.info("journal_reconnect", path=self.where)
+                    continue
+                if committing and lost:
+                    await self._settle_unknown(batch, outcomes, xid[0], exc)
+                    return
+                error = storage_error(self.where, exc, doing="nothing of this batch was committed")
+                log.warning("journal_commit_failed", path=self.where, error=str(error))
+                _fail_all(batch, error)
+                return
+            self._committed(batch, outcomes, records)
+            return
+
+    def _committed(self, batch: list[_Item], outcomes: list[Any], records: int) -> None:
+        self.commits += 1
+        faults.crashpoint("write.after_commit", records)
+        faults.crashpoint("writer.after_commit")
+        for (_, future), value in zip(batch, outcomes, strict=True):
+            if future.done():
+                continue
+            if isinstance(value, Failed):
+                future.set_exception(value.error)
+            else:
+                future.set_result(value)
+
+    async def _settle_unknown(
+        self, batch: list[_Item], outcomes: list[Any], xid: int, cause: BaseException
+    ) -> None:
+        """The connection broke during COMMIT: ask the server what became of the transaction,
+        on a new connection, and tell the callers only that."""
+        records = len(batch) - sum(type(op) is IndexOp for op, _ in batch)
+        log.warning("journal_commit_outcome_unknown", path=self.where, xid=xid)
+        status = await self._status(xid)
+        if status == "committed":
+            log.info("journal_commit_outcome_learned", path=self.where, xid=xid, committed=True)
+            self._committed(batch, outcomes, records)
+            return
+        if status == "aborted":
+            log.info("journal_commit_outcome_learned", path=self.where, xid=xid, committed=False)
+            doing = "the connection broke during COMMIT, and the server aborted the batch"
+        else:
+            doing = (
+                "the connection broke during COMMIT and the server could not be asked whether "
+                f"the batch (transaction {xid}) committed: its records may or may not be there"
+            )
+        _fail_all(batch, storage_error(self.where, cause, doing=doing))
+
+    async def _status(self, xid: int) -> str | None:
+        """``committed``, ``aborted``, or ``None`` if the server could not say in time. While the
+        server has not yet noticed the broken connection, the transaction is still in
+        progress: ask again."""
+        deadline = time.monotonic() + OUTCOME_WAIT
+        delay = 0.02
+        while True:
+            try:
+                async with self._engine.connect() as conn:
+                    status = (await conn.execute(_STATUS, {"xid": xid})).scalar()
+                    await conn.rollback()
+            except Exception as exc:
+                log.warning("journal_commit_outcome_unreadable", path=self.where, error=str(exc))
+                status = "unreachable"
+            if status in ("committed", "aborted"):
+                return str(status)
+            if status is None or time.monotonic() + delay > deadline:
+                return None  # too old to be known (never, this soon after), or out of time
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+
+def _fail_all(batch: list[_Item], error: BaseException) -> None:
+    for _, future in batch:
+        if not future.done():
+            future.set_exception(error)
