@@ -275,7 +275,12 @@ class MemoryStore:
     ) -> list[tuple[str, Lease | None]]:
         now = _now_ms()
         found = []
-        for row in sorted(self._rows.values(), key=lambda r: (r.updated_ms, r.run_id)):
+
+        def order(row: RunRow) -> tuple[bool, int, str]:
+            held = self._leases.get(row.run_id)
+            return (held is None or held[5], row.updated_ms, row.run_id)  # orphans first
+
+        for row in sorted(self._rows.values(), key=order):
             if row.status not in ("running", "submitted"):
                 continue
             held = self._leases.get(row.run_id)

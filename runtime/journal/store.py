@@ -316,7 +316,13 @@ _CLAIMABLE = _Query(
             _l.c.host == sa.bindparam("host"),
         ),
     )
-    .order_by(_u.c.updated_ms, _u.c.run_id)
+    # Orphans first (a lease nobody released: its drive died), so a backlog of runs never
+    # driven does not delay a takeover; then least recently updated.
+    .order_by(
+        sa.case((sa.and_(_l.c.run_id.is_not(None), _l.c.released.is_(False)), 0), else_=1),
+        _u.c.updated_ms,
+        _u.c.run_id,
+    )
     .limit(sa.bindparam("limit"))
 )
 

@@ -189,3 +189,14 @@ async def test_a_lease_of_a_gone_process_on_this_host_is_not_alive(store: Store)
     lease = await store.acquire("r", dead, ttl=TTL)
     assert lease.live and not is_alive(lease)
     assert is_alive(await store.acquire("s", owner(), ttl=TTL))
+
+
+async def test_claimable_lists_orphans_before_runs_never_driven(store: Store) -> None:
+    """A backlog of submitted runs must not delay the takeover of a run whose drive died."""
+    for i in range(5):
+        await store.create_run(f"new-{i}")
+    await store.create_run("orphan")
+    await store.acquire("orphan", owner(host="elsewhere"), ttl=0.05)
+    await asyncio.sleep(0.1)
+    first, *_ = await store.claimable(limit=2)
+    assert first[0] == "orphan"

@@ -56,7 +56,10 @@ CLAIMABLE = sa.text(
     f"SELECT u.run_id, {_COLUMNS} FROM {_U} AS u LEFT JOIN {_L} AS l ON l.run_id = u.run_id "
     "WHERE u.status IN ('running', 'submitted') AND (l.run_id IS NULL OR l.released "
     f"OR l.expires_ms <= {NOW_MS} OR l.host = CAST(:host AS text)) "
-    "ORDER BY u.updated_ms, u.run_id LIMIT :limit"
+    # Orphans first (a lease nobody released: its drive died), so a backlog of runs never
+    # driven does not delay a takeover; then least recently updated.
+    "ORDER BY (l.run_id IS NOT NULL AND NOT l.released) DESC, u.updated_ms, u.run_id "
+    "LIMIT :limit"
 )
 
 
