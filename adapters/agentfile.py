@@ -11,7 +11,7 @@ import importlib
 import os
 import sys
 import tomllib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -81,6 +81,8 @@ class McpServerSpec(_Strict):
     call_timeout: float | None = None
     safety: dict[str, Safety] = {}
     approval: dict[str, ApprovalSpec] = {}
+    reconcile: dict[str, str] = {}
+    """A side effect's name to the name of the server's lookup tool that settles its halts."""
     max_description_bytes: int | None = None
     max_result_bytes: int | None = None
     durable_elicitation: bool = False
@@ -260,7 +262,9 @@ async def _mcp_tools(
                 else server.call_timeout
             ),
             durable_elicitation=server.durable_elicitation,
-            **_limits(server),
+            reconcile=dict(server.reconcile),
+            max_description_bytes=_limit(server.max_description_bytes, "description"),
+            max_result_bytes=_limit(server.max_result_bytes, "result"),
         )
     except ConfigError as exc:
         raise ConfigError(f"{key}: {exc}") from exc
@@ -270,13 +274,15 @@ async def _mcp_tools(
         ) from exc
 
 
-def _limits(server: McpServerSpec) -> Mapping[str, int]:
-    out = {}
-    if server.max_description_bytes is not None:
-        out["max_description_bytes"] = server.max_description_bytes
-    if server.max_result_bytes is not None:
-        out["max_result_bytes"] = server.max_result_bytes
-    return out
+def _limit(given: int | None, which: str) -> int:
+    """The file's byte limit, or the adapter's default when the file leaves it out."""
+    from adapters import mcp as bide_mcp
+
+    if given is not None:
+        return given
+    if which == "description":
+        return bide_mcp.DEFAULT_MAX_DESCRIPTION_BYTES
+    return bide_mcp.DEFAULT_MAX_RESULT_BYTES
 
 
 def _policy(key: str, tool: str, spec: ApprovalSpec) -> ApprovalPolicy:

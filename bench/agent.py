@@ -29,9 +29,11 @@ import structlog
 
 from bench.anchors import Anchors, RawSampler, bracket, header, measure, spread
 from runtime import Agent, AssistantTurn, Journal, Safety, ToolCall, ToolContext, tool
+from runtime import agent as runtime_agent
 from runtime.journal import SQLiteStore
 from runtime.journal.store import encode
 from runtime.messages import Message, UserMessage
+from runtime.ownership import Holding, Lease
 from runtime.state import RunState
 from runtime.testing import MemoryStore, ScriptedModel
 from runtime.tools import FunctionTool, ToolSpec
@@ -265,6 +267,9 @@ async def b2_child(mode: str, runs: int, seed: int, tmp: str) -> dict[str, Any]:
 
     else:
         agent = Agent(model=SleepyModel(dict(zip(inputs, delays, strict=True))), tools=[act])
+        if mode == "unleased":
+            # What ownership costs: the same drive with its lease a no-op (the bench alone).
+            runtime_agent.Holding = _Unowned  # type: ignore[misc]
         if mode == "memory":
             journal = await Journal(store=MemoryStore(check=False)).open()
         else:
@@ -340,8 +345,27 @@ B2_MODES = {
     "floor": "asyncio floor: sleep, call the tool, sleep; no agent, no journal",
     "memory": "the agent loop on an in-memory store: the loop's own cost, no journal",
     "store": "the same 7 records per run through the Store alone, no agent loop",
+    "unleased": "the agent on a journal at FULL, without run ownership (no lease, no fencing)",
     "agent": "the agent on a journal at FULL: what B2 judges",
 }
+
+
+class _Unowned(Holding):
+    """A drive's lease that does nothing: prices ownership in B2 (``agent`` / ``unleased``)."""
+
+    async def acquire(self, *, wait: float | None = None) -> Lease:
+        self.lease = None
+        return None  # type: ignore[return-value]
+
+    @property
+    def epoch(self) -> Any:
+        return None
+
+    def check(self) -> None:
+        return None
+
+    async def release(self) -> None:
+        return None
 
 
 def bench_b2(tmp: str, sizes: Sequence[int], repeats: int) -> list[str]:
@@ -363,7 +387,7 @@ def bench_b2(tmp: str, sizes: Sequence[int], repeats: int) -> list[str]:
                 f"B2 {runs:>5} runs {mode:6}: wall {spread_ms(walls)} ms; "
                 f"{median([runs / w for w in walls]):,.0f} runs/s"
             )
-            if mode in ("store", "agent"):
+            if mode in ("store", "unleased", "agent"):
                 line += (
                     f", {median([r['records'] / r['wall'] for r in rows]):,.0f} records/s"
                     f" ({rows[0]['records'] // runs} per run)"
@@ -378,7 +402,7 @@ def bench_b2(tmp: str, sizes: Sequence[int], repeats: int) -> list[str]:
                 f" {median([r['cpu'] - r['main_cpu'] for r in rows]) * 1e6 / runs:.0f} us/run"
                 f"; peak RSS +{median(growth):.1f} KB/run"
             )
-            if mode in ("store", "agent"):
+            if mode in ("store", "unleased", "agent"):
                 line += (
                     f"; {median([r['commits'] for r in rows]):.0f} commits"
                     f"; errors {sum(r['errors'] for r in rows)}"
@@ -388,6 +412,14 @@ def bench_b2(tmp: str, sizes: Sequence[int], repeats: int) -> list[str]:
             if first:
                 line += f"; first error: {first}"
             print(line, flush=True)
+        pairs = zip(samples["agent"], samples["unleased"], strict=True)
+        leased = [a["wall"] / u["wall"] for a, u in pairs]
+        line = (
+            f"B2 {runs:>5} runs ownership: agent wall x{median(leased):.2f} of the same without "
+            f"leases (paired, min {min(leased):.2f}, max {max(leased):.2f}) (aim <= 1.1)"
+        )
+        print(line, flush=True)
+        summary.append(line)
         for mode in ("store", "agent"):
             pairs = zip(samples[mode], samples["floor"], strict=True)
             ratios = [a["wall"] / f["wall"] for a, f in pairs]

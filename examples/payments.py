@@ -12,7 +12,6 @@ from runtime._demo.payments import (
     PaymentsLedger,
     ledger_path,
     make_agent,
-    reconcile,
 )
 
-__all__ = ["SCRIPT", "PaymentsLedger", "ledger_path", "make_agent", "reconcile"]
+__all__ = ["SCRIPT", "PaymentsLedger", "ledger_path", "make_agent"]

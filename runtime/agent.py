@@ -1,7 +1,7 @@
-"""Agent and its drive: replay what the journal holds, run what it does not, classify outcomes.
+"""Agent and its drive: the run level (the lease, replay, model turns, the end).
 
-The rules (which call re-runs, which halts) are those of ``docs/guarantee.md``; this module is
-their one implementation.
+Each pending call is run to its typed outcome by ``runtime.calls``; the rules of both levels
+are those of ``docs/guarantee.md``, and these two modules are their one implementation.
 """
 
 from __future__ import annotations
@@ -12,20 +12,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import jsonschema
-import pydantic
 import structlog
 
 from runtime import faults, tracing
 from runtime import records as R
-from runtime.approval import ApprovalPolicy, tally
+from runtime.approval import ApprovalPolicy
+from runtime.calls import Calls, Cancelled, Outcome, RunEnded
 from runtime.errors import (
     BudgetError,
     ConfigError,
     ModelError,
     ProtocolError,
     StorageError,
-    ToolError,
-    ToolOutcomeUnknown,
 )
 from runtime.journal.journal import Journal
 from runtime.journal.store import unstorable
@@ -40,34 +38,13 @@ from runtime.retry import MODEL_RETRY, TOOL_RETRY, RetryingModel, RetryPolicy
 from runtime.state import CallState, RunState
 from runtime.tools import (
     KEY_SCHEME,
-    Interrupted,
-    Safety,
     Tool,
-    ToolContext,
-    idempotency_key_for,
     validate_tool_name,
 )
 
 __all__ = ["Agent"]
 
 log = get_logger(__name__)
-
-_CANCELLED = object()
-"""A call that did not start because the run was cancelled."""
-_PROCEED = object()
-_DONE = object()
-
-
-class _RunEnded(Exception):
-    """An append was refused because the run has an end record (another driver ended it)."""
-
-
-class _Misuse(BaseException):
-    """A ConfigError raised inside a tool that must stop the drive, not become a result."""
-
-    def __init__(self, error: ConfigError):
-        super().__init__(str(error))
-        self.error = error
 
 
 class Agent:
@@ -231,12 +208,13 @@ class _Drive:
         self.submit_only = submit_only
         self.cancel_requested = False
         self.semaphore = asyncio.Semaphore(agent.max_concurrency)
+        self.calls = Calls(self)
         self.executed = 0
         self.key_scheme = KEY_SCHEME
         self._messages: list[Message] = []
         self._rendered = 0
 
-    def _cancelled(self) -> bool:
+    def cancelled(self) -> bool:
         """Whether a cancel request was seen (refreshed by every write of this drive)."""
         return self.cancel_requested
 
@@ -283,7 +261,7 @@ class _Drive:
             return await self._submitted(created)
         try:
             return await self._steps()
-        except _RunEnded:
+        except RunEnded:
             # Another driver ended the run meanwhile: this drive appended nothing after the
             # end, and reports the run as it ended, as a drive of a finished run does.
             log.warning("run_ended_by_another_driver", status=self.state.status())
@@ -297,7 +275,7 @@ class _Drive:
             if self.yielding is not None and self.yielding.is_set():
                 log.info("drive_yielded", turns=len(state.turns))
                 return self._result(RunStatus.RUNNING)
-            if self._cancelled() or state.cancel is not None:
+            if self.cancelled() or state.cancel is not None:
                 return await self._end("cancelled")
             pending = state.pending_calls()
             if pending:
@@ -346,7 +324,7 @@ class _Drive:
                     "run it again with its input",
                     run_id=run_id,
                 )
-            await self._append(
+            await self.append(
                 R.START,
                 R.START,
                 {
@@ -379,7 +357,7 @@ class _Drive:
             )
         return created
 
-    async def _append(
+    async def append(
         self,
         key: str,
         kind: str,
@@ -414,7 +392,7 @@ class _Drive:
             if end is None:  # pragma: no cover - the guard saw it in the same transaction
                 raise StorageError(f"run {self.run_id!r}: its end record vanished")
             self.state.add(end)
-            raise _RunEnded(key)
+            raise RunEnded(key)
         if appended.watched:
             self.cancel_requested = True
         if appended.record is not None:
@@ -455,7 +433,7 @@ class _Drive:
                 "nothing was recorded, and a resume asks the model again",
                 run_id=self.run_id,
             )
-        appended = await self._append(
+        appended = await self.append(
             R.turn_key(n),
             R.TURN,
             {"n": n, "turn": recorded, "plan": plan},
@@ -472,7 +450,7 @@ class _Drive:
     async def _stop(self, reason: str, message: str, remedy: str) -> None:
         """Journal why this drive stops short of an end, so no view says the run is running."""
         turns = len(self.state.turns)
-        await self._append(
+        await self.append(
             R.stop_key(turns, reason),
             R.STOP,
             {"reason": reason, "message": clean(message), "remedy": remedy, "turns": turns},
@@ -541,7 +519,7 @@ class _Drive:
     async def _run_calls(self, pending: Sequence[CallState]) -> RunResult | None:
         # Every call runs to its end: a halt or a failure in one never cancels a sibling
         # mid-effect, so gather with return_exceptions and decide once all have finished.
-        outcomes: list[Any]
+        outcomes: list[Outcome | BaseException]
         if len(pending) == 1:  # the common case, without a task and a gather
             try:
                 outcomes = [await self._guarded(pending[0])]
@@ -577,355 +555,23 @@ class _Drive:
                 detail={"waiting": [w.to_json() for w in waits]},
             )
             return self._result(RunStatus.WAITING, waiting=waits)
-        if any(o is _CANCELLED for o in outcomes):
+        if any(isinstance(o, Cancelled) for o in outcomes):
             return await self._end("cancelled")
         return None
 
-    async def _guarded(self, cs: CallState) -> Any:
+    async def _guarded(self, cs: CallState) -> Outcome:
         async with self.semaphore:
             with tracing.tool_call(cs.call.id, cs.call.name, cs.plan, cs.call.arguments):
-                outcome = await self._run_call(cs)
+                outcome = await self.calls.run(cs)
                 tracing.call_ended(outcome)
                 return outcome
-
-    async def _run_call(self, cs: CallState) -> Any:
-        call = cs.call
-        if cs.marker is not None:
-            cause = "the side effect was attempted and no result was recorded: it may have acted"
-            recorded = cs.halt_cause
-            if recorded is not None:
-                cause += f" (when it halted: {recorded})"
-            return self._halt(cs, cause)
-        k = cs.attempt
-        tool = self.agent.tools.get(call.name)
-        if tool is None:
-            return await self._record(
-                cs, k, None, error=("unknown_tool", f"no tool named {call.name!r}")
-            )
-        problem = self.agent.validate_arguments(call.name, call.arguments)
-        if problem is not None:
-            return await self._record(
-                cs,
-                k,
-                _stricter(tool.spec.safety, cs.plan.get("safety")),
-                error=("invalid_arguments", f"{call.name}: {problem}"),
-            )
-        if self._cancelled():
-            return _CANCELLED
-        # What the turn journaled binds the call: a build whose tool lost its gate or became
-        # less strict never weakens it (a stricter build may tighten it).
-        safety = _stricter(tool.spec.safety, cs.plan.get("safety"))
-        for policy in _policies(cs.plan, tool):
-            gate = await self._gate(cs, k, safety, policy)
-            if gate is not _PROCEED:
-                return None if gate is _DONE else gate
-        if self._cancelled():
-            return _CANCELLED
-        context = ToolContext(
-            run_id=self.run_id,
-            call_id=call.id,
-            tool_name=call.name,
-            safety=safety,
-            idempotency_key=idempotency_key_for(self.run_id, call.id, scheme=self.key_scheme),
-            interrupt=self._interrupter(cs, safety),
-        )
-        try:
-            if safety is Safety.SIDE_EFFECT:
-                return await self._side_effect(cs, k, tool, context)
-            return await self._retry_safe(cs, k, tool, context)
-        except Interrupted as paused:
-            log.info("run_waiting", call_id=call.id, tool=call.name, kind="input")
-            return paused.waiting
-        except _Misuse as misuse:
-            raise misuse.error from None
-
-    async def _gate(self, cs: CallState, k: int, safety: Safety, policy: ApprovalPolicy) -> Any:
-        """Pause a gated call until its policy is decided; record a denial as its result."""
-        call = cs.call
-        recorded = cs.tallies.get(policy.digest)
-        replayed = recorded is not None
-        if recorded is None:
-            count = tally(
-                policy,
-                cs.decisions_made(),
-                run_id=self.run_id,
-                call_id=call.id,
-                tool=call.name,
-                arguments=call.arguments,
-            )
-            if count.outcome == "pending":
-                log.info("run_waiting", call_id=call.id, tool=call.name, kind="approval")
-                return Waiting(
-                    kind="approval",
-                    call_id=call.id,
-                    tool=call.name,
-                    arguments=call.arguments,
-                    policy=policy.to_json(),
-                    tally=count.to_json(),
-                )
-            # The terminal tally is journaled before the tool runs; a resume reuses it.
-            appended = await self._append(
-                R.tally_key(call.id, policy.digest),
-                R.TALLY,
-                {"call_id": call.id, "policy": policy.digest, "tally": count.to_json()},
-            )
-            assert appended.record is not None
-            recorded = appended.record
-            log.info("approval_decided", call_id=call.id, outcome=count.outcome)
-        outcome = recorded.payload["tally"]
-        tracing.approval_decided(str(outcome["outcome"]), replayed=replayed)
-        if outcome["outcome"] == "denied":
-            who = ", ".join(outcome.get("denials") or ()) or "the approvers"
-            await self._record(
-                cs, k, safety, error=("approval_denied", f"{call.name} was not approved ({who})")
-            )
-            return _DONE
-        return _PROCEED
-
-    def _interrupter(self, cs: CallState, safety: Safety) -> Any:
-        call = cs.call
-
-        async def interrupt(
-            key: str, prompt: str, *, expect: Any = str, schema: Mapping[str, Any] | None = None
-        ) -> Any:
-            if safety is Safety.SIDE_EFFECT:
-                raise _Misuse(
-                    ConfigError(
-                        f"tool {call.name} is a SIDE_EFFECT and called interrupt(): only READ_ONLY"
-                        " and IDEMPOTENT tools may, since the tool runs again once answered",
-                        run_id=self.run_id,
-                        call_id=call.id,
-                    )
-                )
-            if not isinstance(key, str) or not key or len(key) > 128:
-                raise _Misuse(ConfigError(f"interrupt key must be 1 to 128 characters: {key!r}"))
-            adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(expect)
-            answer = cs.answers.get(key)
-            if answer is not None:
-                try:
-                    return adapter.validate_python(answer.payload["value"])
-                except pydantic.ValidationError as exc:
-                    raise ToolError(f"the answer to {key!r} does not fit: {exc}") from exc
-            wanted = dict(schema) if schema is not None else adapter.json_schema()
-            await self._append(
-                R.interrupt_key(call.id, key),
-                R.INTERRUPT,
-                {"call_id": call.id, "key": key, "prompt": prompt, "schema": wanted},
-            )
-            raise Interrupted(
-                Waiting(
-                    kind="input",
-                    call_id=call.id,
-                    tool=call.name,
-                    arguments=call.arguments,
-                    prompt=prompt,
-                    key=key,
-                    schema=wanted,
-                )
-            )
-
-        return interrupt
-
-    async def _side_effect(self, cs: CallState, k: int, tool: Tool, context: ToolContext) -> Any:
-        call = cs.call
-        faults.crashpoint("attempt.before_marker")
-        marker = await self._append(
-            R.attempt_key(call.id, k),
-            R.ATTEMPT,
-            {
-                "call_id": call.id,
-                "attempt": k,
-                "tool": call.name,
-                "safety": Safety.SIDE_EFFECT.value,
-                "driver": self.driver,
-            },
-            unless=R.CANCEL,
-        )
-        if marker.record is None:
-            return _CANCELLED
-        if not marker.won:
-            return self._halt(cs, "another driver attempted this call; its outcome is unknown here")
-        faults.crashpoint("attempt.after_marker")
-        tracing.marker_written(k)
-        log.info("tool_started", call_id=call.id, tool=call.name, safety="side_effect")
-        self.executed += 1
-        try:
-            value = await self._invoke(tool, call.arguments, context)
-        except ToolOutcomeUnknown as exc:
-            return await self._halted(cs, k, exc, f"outcome unknown: {exc}")
-        except ToolError as exc:
-            faults.crashpoint("tool.after_call")
-            return await self._record(cs, k, context.safety, error=_tool_error(exc))
-        except TimeoutError as exc:
-            return await self._halted(
-                cs, k, exc, f"timed out after {tool.spec.timeout}s: it may have acted"
-            )
-        except Exception as exc:
-            return await self._halted(
-                cs,
-                k,
-                exc,
-                f"raised {type(exc).__name__}: {exc} (not a ToolError: it may have acted)",
-            )
-        faults.crashpoint("tool.after_call")
-        return await self._record(cs, k, context.safety, value=value)
-
-    async def _retry_safe(self, cs: CallState, k: int, tool: Tool, context: ToolContext) -> Any:
-        call, safety = cs.call, context.safety
-        attempt = 0
-        while True:
-            attempt += 1
-            log.info("tool_started", call_id=call.id, tool=call.name, safety=safety.value)
-            self.executed += 1
-            try:
-                value = await self._invoke(tool, call.arguments, context)
-            except ToolOutcomeUnknown as exc:
-                failure, kind = f"outcome unknown: {exc}", type(exc).__name__
-            except ToolError as exc:
-                faults.crashpoint("tool.after_call")
-                return await self._record(cs, k, safety, error=_tool_error(exc))
-            except TimeoutError:
-                failure, kind = f"timed out after {tool.spec.timeout}s", "TimeoutError"
-            except Exception as exc:
-                failure, kind = f"raised {type(exc).__name__}: {exc}", type(exc).__name__
-            else:
-                faults.crashpoint("tool.after_call")
-                return await self._record(cs, k, safety, value=value)
-            delay = self.agent.tool_retry.delay(attempt)
-            if delay is None:
-                return await self._record(
-                    cs, k, safety, error=("tool_failed", f"{failure} (after {attempt} attempts)")
-                )
-            log.info("tool_retry", call_id=call.id, attempt=attempt, delay_s=round(delay, 3))
-            tracing.tool_retry(attempt, delay, kind)
-            await asyncio.sleep(delay)
-            if self._cancelled():
-                return _CANCELLED
-
-    async def _invoke(self, tool: Tool, arguments: Any, context: ToolContext) -> Any:
-        self.holding.check()  # a drive whose lease was taken over runs no further tool
-        timeout = tool.spec.timeout
-        # A tool that enforces its spec's timeout itself (an MCP tool) keeps an answer that is in
-        # hand at the deadline; a second deadline here would cancel it first and lose the answer.
-        if timeout is None or getattr(tool, "enforces_timeout", False) is True:
-            return await tool.call(arguments, context)
-        async with asyncio.timeout(timeout):
-            return await tool.call(arguments, context)
-
-    async def _record(
-        self,
-        cs: CallState,
-        k: int,
-        safety: Safety | None,
-        *,
-        value: Any = None,
-        error: tuple[str, str] | tuple[str, str, Any] | None = None,
-    ) -> None:
-        call = cs.call
-        payload: dict[str, Any] = {
-            "call_id": call.id,
-            "attempt": k,
-            "tool": call.name,
-            "safety": safety.value if safety is not None else None,
-        }
-        if error is None:
-            problem = unstorable(value, name="result")
-            if problem is not None:
-                # It ran: what it returned cannot be kept, but that it ran must be.
-                error = (
-                    "unrecordable_result",
-                    f"{call.name} ran, but its result cannot be journaled: {problem}",
-                )
-        elif len(error) == 3 and unstorable(error[2]) is not None:
-            error = error[:2]
-        if error is None:
-            payload["outcome"] = "value"
-            payload["value"] = value
-        else:
-            payload["outcome"] = "error"
-            payload["error"] = R.error_payload(error[0], clean(error[1]), *error[2:])
-        try:
-            appended = await self._append_result(R.result_key(call.id, k), payload)
-        except _RunEnded:
-            # The run ended meanwhile (another driver finished it): what this call did is kept
-            # as evidence, never lost, and the drive stops.
-            await self._append(R.late_key(call.id, k), R.LATE, payload, after_end=True)
-            log.warning("late_result_after_end", call_id=call.id, attempt=k)
-            raise
-        winner = appended.record.payload if appended.record is not None else {}
-        tracing.recorded(winner or payload, won=appended.won)
-        if not appended.won and winner.get("outcome") == "not_executed":
-            # Resolved "not executed" while it was running: keep what really happened.
-            await self._append(R.late_key(call.id, k), R.LATE, payload, after_end=True)
-            log.warning("late_result_after_resolution", call_id=call.id, attempt=k)
-        faults.crashpoint("result.after_record")
-        log.info(
-            "tool_finished",
-            call_id=call.id,
-            tool=call.name,
-            outcome=payload["outcome"],
-            won=appended.won,
-        )
-        log.debug("tool_result", call_id=call.id, arguments=call.arguments, result=payload)
-
-    async def _append_result(self, key: str, payload: Mapping[str, Any]) -> Appended:
-        """Append a tool's result, retrying while the database is locked by someone else.
-
-        The one record that must not be lost: the tool has run, and without its result the
-        run halts on a call that in fact finished.
-        """
-        for delay in (*RESULT_COMMIT_RETRY, None):
-            try:
-                return await self._append(key, R.RESULT, payload)
-            except StorageError as exc:
-                if not exc.transient or delay is None:
-                    if exc.transient:
-                        raise StorageError(
-                            f"{exc} (the tool ran; its result could not be committed after "
-                            f"{len(RESULT_COMMIT_RETRY) + 1} tries: the run halts on this call "
-                            "until it is resolved)",
-                            run_id=self.run_id,
-                        ) from exc
-                    raise
-                log.warning("result_commit_retry", key=key, delay_s=delay, error=str(exc))
-                await asyncio.sleep(delay)
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    async def _halted(self, cs: CallState, k: int, exc: BaseException, cause: str) -> Halt:
-        """Halt on this drive's own attempt, journaling the cause for every later view."""
-        halt = self._halt(cs, cause)
-        await self._append(
-            R.halt_key(cs.call.id, k),
-            R.HALT,
-            {
-                "call_id": cs.call.id,
-                "attempt": k,
-                "error_type": type(exc).__name__,
-                "cause": halt.cause,
-            },
-            after_end=True,  # evidence of an unknown effect is kept whatever happened meanwhile
-        )
-        return halt
-
-    def _halt(self, cs: CallState, cause: str) -> Halt:
-        marker = cs.marker
-        cause = clean(cause, limit=2000)
-        halt = Halt(
-            call_id=cs.call.id,
-            tool=cs.call.name,
-            arguments=cs.call.arguments,
-            attempted_at_ms=marker.created_ms if marker is not None else None,
-            cause=cause,
-        )
-        log.warning("tool_halted", call_id=cs.call.id, tool=cs.call.name, cause=cause)
-        return halt
 
     # --- ending ----------------------------------------------------------------------------
 
     async def _end(
         self, status: str, *, output: str | None = None, error: str | None = None
     ) -> RunResult:
-        await self._append(
+        await self.append(
             R.END,
             R.END,
             {"status": status, "output": output, "error": None if error is None else clean(error)},
@@ -951,38 +597,3 @@ class _Drive:
             turns=len(self.state.turns),
             **fields,
         )
-
-
-RESULT_COMMIT_RETRY = (0.1, 0.5, 1.0, 2.0, 4.0)
-"""Seconds between tries of a result's commit while the database stays locked (each try also
-waits for the journal's busy timeout)."""
-
-_STRICTNESS = {Safety.READ_ONLY: 0, Safety.IDEMPOTENT: 1, Safety.SIDE_EFFECT: 2}
-
-
-def _stricter(current: Safety, recorded: object) -> Safety:
-    """The stricter of the tool's Safety now and the one journaled with its turn."""
-    if recorded is None:
-        return current
-    try:
-        journaled = Safety(str(recorded))
-    except ValueError:
-        journaled = Safety.SIDE_EFFECT  # unreadable: assume the worst
-    return journaled if _STRICTNESS[journaled] > _STRICTNESS[current] else current
-
-
-def _policies(plan: Mapping[str, Any], tool: Tool) -> list[ApprovalPolicy]:
-    """Every gate a call must pass: the one journaled with its turn (a build that dropped or
-    loosened the gate never removes it), and the tool's own if it differs (a new gate binds)."""
-    gates = []
-    recorded = plan.get("approval")
-    if recorded:
-        gates.append(ApprovalPolicy.from_json(recorded))
-    current = tool.spec.approval
-    if isinstance(current, ApprovalPolicy) and all(g.digest != current.digest for g in gates):
-        gates.append(current)
-    return gates
-
-
-def _tool_error(exc: ToolError) -> tuple[str, str, Any]:
-    return type(exc).__name__, str(exc), exc.data

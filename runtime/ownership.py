@@ -77,6 +77,12 @@ def process_start(pid: int) -> int | None:
         return None
 
 
+@functools.cache
+def _own_start(pid: int) -> int | None:
+    """This process's start time (by pid: a forked child asks for its own)."""
+    return process_start(pid)
+
+
 def _pid_exists(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -109,7 +115,7 @@ class Owner:
             id=uuid.uuid4().hex,
             host=this_host(),
             pid=pid,
-            pid_start=process_start(pid),
+            pid_start=_own_start(pid),
             started_ms=int(time.time() * 1000),
             worker=worker,
         )

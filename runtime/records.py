@@ -35,6 +35,7 @@ __all__ = [
     "HALT",
     "INTERRUPT",
     "LATE",
+    "RECONCILE",
     "RESULT",
     "START",
     "STOP",
@@ -49,6 +50,7 @@ __all__ = [
     "halt_key",
     "interrupt_key",
     "late_key",
+    "reconcile_key",
     "result_key",
     "stop_key",
     "tally_key",
@@ -70,6 +72,7 @@ ANSWER = "answer"
 CANCEL = "cancel"
 HALT = "halt"
 STOP = "stop"
+RECONCILE = "reconcile"
 END = "end"
 
 Outcome = Literal["value", "error", "not_executed"]
@@ -93,6 +96,11 @@ def late_key(call_id: str, attempt: int) -> str:
 
 def halt_key(call_id: str, attempt: int) -> str:
     return f"halt/{call_id}/{attempt}"
+
+
+def reconcile_key(call_id: str, attempt: int, n: int) -> str:
+    """The ``n``-th inconclusive reconciler try on an attempt (a conclusion is its result)."""
+    return f"reconcile/{call_id}/{attempt}/{n}"
 
 
 def stop_key(turns: int, reason: str) -> str:

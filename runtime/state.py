@@ -40,6 +40,14 @@ class CallState:
     """Terminal tallies of the approval gate, by the digest of the policy they were made under."""
     interrupts: dict[str, Record] = field(default_factory=dict)
     answers: dict[str, Record] = field(default_factory=dict)
+    reconciles: dict[int, list[Record]] = field(default_factory=dict)
+    """Inconclusive reconciler tries, by attempt, in order (a conclusion is the result)."""
+
+    @property
+    def last_reconcile(self) -> Record | None:
+        """The latest inconclusive reconciler try on the current attempt, if any."""
+        tries = self.reconciles.get(self.attempt)
+        return max(tries, key=lambda r: r.seq) if tries else None
 
     @property
     def attempt(self) -> int:
@@ -148,6 +156,9 @@ class RunState:
             self._call(record).interrupts[str(payload["key"])] = record
         elif kind == R.ANSWER:
             self._call(record).answers[str(payload["key"])] = record
+        elif kind == R.RECONCILE:
+            tries = self._call(record).reconciles.setdefault(int(payload["attempt"]), [])
+            tries.append(record)
         elif kind == R.CANCEL:
             self.cancel = record
         elif kind == R.STOP:
@@ -305,7 +316,7 @@ def _acted(call: CallState, attempt: int) -> bool:
 def _allowed_after_end(record: Record) -> bool:
     """What may follow a run's end: evidence of what an effect did (a late result, or a
     resolution settling an unknown outcome)."""
-    if record.kind in (R.LATE, R.HALT):
+    if record.kind in (R.LATE, R.HALT, R.RECONCILE):
         return True
     return record.kind == R.RESULT and bool(
         isinstance(record.payload, Mapping) and record.payload.get("resolved")

@@ -36,6 +36,7 @@ __all__ = [
     "in_flight_on",
     "printable",
     "read",
+    "reconciling_text",
     "render",
     "status_of",
     "stopped_on",
@@ -95,6 +96,9 @@ class Stop:
     """For an approval: the running tally (``outcome``, ``need``, ``approvals``, ``denials``)."""
     cause: str | None = None
     """For a halt: why the drive that made the attempt halted on it, as it journaled."""
+    reconciling: Mapping[str, Any] | None = None
+    """For a halt whose tool has a reconciler: its last inconclusive try (``reconciler``,
+    ``said``, ``detail``, ``waiting``, ``next_try_ms``)."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -103,7 +107,16 @@ class Stop:
             "tool": self.tool,
             "arguments": self.arguments,
         }
-        for name in ("safety", "attempt", "attempted_at_ms", "key", "prompt", "tally", "cause"):
+        for name in (
+            "safety",
+            "attempt",
+            "attempted_at_ms",
+            "key",
+            "prompt",
+            "tally",
+            "cause",
+            "reconciling",
+        ):
             value = getattr(self, name)
             if value is not None:
                 out[name] = value
@@ -116,6 +129,8 @@ class Stop:
             return f"{text} ({self.key})"
         if self.tally is not None:
             return f"{text} ({len(self.tally.get('approvals', ()))}/{self.tally.get('need')})"
+        if self.reconciling is not None:
+            return f"{text} (reconciling)"
         return text
 
 
@@ -314,9 +329,32 @@ def _attempted(state: RunState, kind: str, keep: Callable[[CallState], bool]) ->
                 attempt=c.attempt,
                 attempted_at_ms=marker.created_ms if marker is not None else None,
                 cause=c.halt_cause,
+                reconciling=_reconciling(c),
             )
         )
     return tuple(stops)
+
+
+def _reconciling(call: CallState) -> Mapping[str, Any] | None:
+    last = call.last_reconcile
+    if last is None or not isinstance(last.payload, Mapping):
+        return None
+    keys = ("reconciler", "said", "detail", "waiting", "next_try_ms")
+    return {k: last.payload.get(k) for k in keys}
+
+
+def reconciling_text(tried: Mapping[str, Any], now_ms: int) -> str:
+    """``reconciling (next try in 30 s): find_charge said unknown: provider timeout``."""
+    due = tried.get("next_try_ms")
+    when = ""
+    if isinstance(due, int):
+        left = max(0, round((due - now_ms) / 1000))
+        when = f" (next try in {left} s)" if left else " (next try due now)"
+    text = f"reconciling{when}: {tried.get('reconciler')} said {tried.get('said')}"
+    text += f": {tried.get('detail')}"
+    if tried.get("waiting"):
+        text += f" ({tried.get('waiting')})"
+    return text
 
 
 def waiting_on(state: RunState) -> tuple[Stop, ...]:
@@ -575,6 +613,8 @@ def _now(tl: Timeline, origin: int) -> list[str]:
         )
         if stop.cause:
             what += f" (when it halted: {stop.cause})"
+        if stop.reconciling is not None:
+            what += "; " + reconciling_text(stop.reconciling, int(time.time() * 1000))
         if tl.status == "halted":
             lines.append(f"halted: {what}")
         else:

@@ -92,6 +92,12 @@ class ToolSpec:
     """An approval policy that gates every call before it runs (``None``: no gate)."""
     timeout: float | None = None
     """Seconds a call may take; past it the outcome is unknown (a side effect halts)."""
+    reconcile: Any = None
+    """A SIDE_EFFECT's reconciler (``runtime.reconcile``): an async function that looks the
+    effect of a halted attempt up and says Found, Absent or Unknown. It settles halts."""
+    settle: float | None = None
+    """Seconds after an attempt started before its reconciler's *absent* may settle it as not
+    executed (default: ``timeout``, else 60): until then the attempt may still be running."""
 
     def __post_init__(self) -> None:
         validate_tool_name(self.name)
@@ -103,6 +109,24 @@ class ToolSpec:
             raise ConfigError(f"tool {self.name}: timeout must be positive seconds or None")
         if not _is_object_schema(self.input_schema):
             raise ConfigError(f"tool {self.name}: input_schema must be a JSON object schema")
+        if self.reconcile is not None:
+            call = type(self.reconcile).__call__ if callable(self.reconcile) else None
+            if not inspect.iscoroutinefunction(self.reconcile) and not (
+                call is not None and inspect.iscoroutinefunction(call)
+            ):
+                raise ConfigError(
+                    f"tool {self.name}: reconcile must be an async function taking an Attempt"
+                )
+            if self.safety is not Safety.SIDE_EFFECT:
+                raise ConfigError(
+                    f"tool {self.name}: only a SIDE_EFFECT halts, so only one takes a reconciler"
+                )
+        if self.settle is not None and not (
+            isinstance(self.settle, int | float)
+            and not isinstance(self.settle, bool)
+            and self.settle >= 0
+        ):
+            raise ConfigError(f"tool {self.name}: settle must be seconds (0 or more) or None")
         if self.output_schema is not None and not _is_object_schema(self.output_schema):
             raise ConfigError(f"tool {self.name}: output_schema must be a JSON object schema")
 
@@ -215,6 +239,8 @@ class FunctionTool:
         safety: Safety = Safety.SIDE_EFFECT,
         timeout: float | None = None,
         approval: Any = None,
+        reconcile: Any = None,
+        settle: float | None = None,
     ):
         if not inspect.iscoroutinefunction(fn):
             raise ConfigError(f"@tool needs an async function, got {fn!r}")
@@ -231,6 +257,8 @@ class FunctionTool:
             safety=safety,
             approval=approval,
             timeout=timeout,
+            reconcile=reconcile,
+            settle=settle,
         )
         self.__wrapped__ = fn
         self.__doc__ = fn.__doc__
@@ -323,6 +351,8 @@ def tool(
     safety: Safety = Safety.SIDE_EFFECT,
     timeout: float | None = None,
     approval: Any = None,
+    reconcile: Any = None,
+    settle: float | None = None,
 ) -> Callable[[Callable[..., Awaitable[Any]]], FunctionTool]: ...
 
 
@@ -336,12 +366,16 @@ def tool(
     safety: Safety = Safety.SIDE_EFFECT,
     timeout: float | None = None,
     approval: Any = None,
+    reconcile: Any = None,
+    settle: float | None = None,
 ) -> FunctionTool | Callable[[Callable[..., Awaitable[Any]]], FunctionTool]:
     """Turn a typed async function into a Tool: ``@tool`` or ``@tool(safety=Safety.READ_ONLY)``.
 
     The input schema comes from the signature (through pydantic), the description from the
     docstring. A parameter annotated ``ToolContext`` receives the call's run id, call id and
     idempotency key. Without ``safety=`` the tool is a SIDE_EFFECT: it runs at most once.
+    ``reconcile=`` names a function that looks its effect up, to settle its halts by itself
+    (``runtime.reconcile``); ``settle=`` the seconds an *absent* must wait.
     """
 
     def wrap(f: Callable[..., Awaitable[Any]]) -> FunctionTool:
@@ -353,6 +387,8 @@ def tool(
             safety=safety,
             timeout=timeout,
             approval=approval,
+            reconcile=reconcile,
+            settle=settle,
         )
 
     return wrap(fn) if fn is not None else wrap

@@ -5,7 +5,9 @@
 
 Runs that need driving are those the store lists as ``claimable``: not ended, not waiting for
 a person, not halted, and with no live owner (a drive that crashed, a run that ``approve``,
-``answer`` or ``resolve`` made ready, a run ``submit`` started). Claiming a run is acquiring its
+``answer`` or ``resolve`` made ready, a run ``submit`` started). Halted runs whose tools
+declare reconcilers are reconciled with backoff (``runtime.reconcile``); one that settles is
+ready, and is claimed. Claiming a run is acquiring its
 lease, so N workers on one journal never drive one run at once. ``stop()`` stops claiming, lets
 each drive reach its next record boundary within ``grace`` seconds, then cancels what is left;
 every lease is released on the way out.
@@ -26,11 +28,18 @@ from runtime.errors import BideError, ConfigError, RunBusy, StorageError
 from runtime.journal.journal import Journal
 from runtime.logs import get_logger
 from runtime.ownership import Holding, Owner, this_host
+from runtime.reconcile import next_try_ms, settle_run
 from runtime.result import RunResult
 
 __all__ = ["Worker"]
 
 log = get_logger(__name__)
+
+RECONCILE_BATCH = 50
+"""Halted runs looked at per poll for reconcilers that are due."""
+
+RECONCILE_IDLE = 30.0
+"""Seconds before a halted run with nothing due to reconcile is looked at again."""
 
 OpenAgent = Callable[[str], AbstractAsyncContextManager[Agent]]
 """From a run's journaled agent spec (``module:attr``) to an open Agent for one drive."""
@@ -87,6 +96,8 @@ class Worker:
         self._wake = asyncio.Event()
         self._loop: asyncio.Task[None] | None = None
         self._seen_claimable = False
+        self._due: dict[str, int | None] = {}
+        """When each halted run's reconcilers are next due (ms, the journal's clock)."""
 
     async def __aenter__(self) -> Self:
         self._loop = asyncio.create_task(self.run(), name=f"bide-worker:{self.name}")
@@ -119,6 +130,10 @@ class Worker:
                         await self._claim(free)
                     except StorageError as exc:  # the journal is locked or away: poll again
                         log.warning("worker_claim_failed", worker=self.name, error=str(exc))
+                try:
+                    await self._reconcile_halted()
+                except StorageError as exc:
+                    log.warning("worker_reconcile_failed", worker=self.name, error=str(exc))
                 if self._active or self._seen_claimable:
                     busy_at = time.monotonic()
                 elif self.idle_exit is not None and time.monotonic() - busy_at >= self.idle_exit:
@@ -187,6 +202,47 @@ class Worker:
             await holding.release()
             self._active.pop(run_id, None)
             self._wake.set()
+
+    async def _reconcile_halted(self) -> None:
+        """Try the reconcilers of halted runs whose next try is due (backoff per call)."""
+        clock = time.time_ns() // 1_000_000
+        page = await self.journal.list_runs(status="halted", limit=RECONCILE_BATCH)
+        for row in page.runs:
+            run_id = row.run_id
+            if run_id in self.skipped or run_id in self._active or self._stopping.is_set():
+                continue
+            due = self._due.get(run_id, 0)
+            if due is None or due > clock:
+                continue  # nothing to reconcile in it, or not yet
+            try:
+                async with self._agent_for(run_id) as agent:
+                    verdicts = await settle_run(self.journal, agent.tools, run_id)
+            except StorageError:
+                raise
+            except BideError as exc:
+                self._skip(run_id, f"{type(exc).__name__}: {exc}")
+                continue
+            except Exception as exc:
+                self._skip(run_id, f"unexpected {type(exc).__name__}: {exc}")
+                continue
+            settled = [(c, v) for c, v in verdicts if v.outcome is not None]
+            for call, verdict in verdicts:
+                log.info(
+                    "worker_reconciled",
+                    worker=self.name,
+                    run_id=run_id,
+                    call_id=call.call.id,
+                    said=verdict.brief(),
+                    settled=verdict.outcome is not None,
+                )
+            if settled:
+                self._due.pop(run_id, None)
+                self._wake.set()  # it is ready: claim it now
+            elif verdicts:
+                self._due[run_id] = next_try_ms(verdicts) or clock + int(self.poll * 1000)
+            else:
+                # Nothing reconcilable now (no reconciler, or none due): look again later.
+                self._due[run_id] = clock + int(RECONCILE_IDLE * 1000)
 
     def _agent_for(self, run_id: str) -> AbstractAsyncContextManager[Agent]:
         if self.agent is not None:

@@ -18,10 +18,12 @@ from jsonschema.validators import validator_for
 from mcp import Client, ClientSession
 from referencing import Registry
 
+from adapters.mcp.reconcile import lookup_reconciler
 from adapters.mcp.session import Session
 from adapters.mcp.tool import DEFAULT_MAX_RESULT_BYTES, MCPTool
 from runtime.approval import ApprovalPolicy
 from runtime.errors import ConfigError, ProtocolError
+from runtime.reconcile import Reconciler
 from runtime.tools import Safety, Tool, ToolSpec, safe_repr, validate_tool_name
 
 __all__ = [
@@ -66,6 +68,7 @@ async def tools(
     max_description_bytes: int = DEFAULT_MAX_DESCRIPTION_BYTES,
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
     durable_elicitation: bool = False,
+    reconcile: Mapping[str, str | Reconciler] | None = None,
 ) -> list[Tool]:
     """List every tool of a connected MCP session and wrap each one as a bide ``Tool``.
 
@@ -88,6 +91,10 @@ async def tools(
     run pauses (``waiting``) until one is given (``answer``), then the call runs again. Calls
     that could repeat an effect (SIDE_EFFECT) are answered live by ``connect``'s resolver, or
     declined. See ``docs/mcp.md``.
+
+    ``reconcile`` pairs a SIDE_EFFECT tool with a lookup tool of the same server that settles
+    its halts (``{"charge": "find_charge"}``, see ``adapters.mcp.reconcile``), or with a
+    reconciler function of the host's.
 
     Raises ``ProtocolError`` if the server's list breaks the protocol (see ``docs/mcp.md``).
     """
@@ -114,7 +121,10 @@ async def tools(
     for tool in listed:
         _check_tool(tool, seen, description_limit)
         seen.add(tool.name)
-    for option, names in (("safety", safety_of), ("approval", approval_of)):
+    pairs = dict(reconcile or {})
+    if not isinstance(reconcile, Mapping | None):
+        raise ConfigError("reconcile maps a tool's name to a lookup tool's name or a function")
+    for option, names in (("safety", safety_of), ("approval", approval_of), ("reconcile", pairs)):
         for name in names:
             if name not in seen:
                 raise ConfigError(
@@ -136,6 +146,11 @@ async def tools(
             timeout=timeout,
         )
         validator = validator_for(spec.input_schema)(spec.input_schema, registry=Registry())
+        if tool.name in pairs and spec.safety is not Safety.SIDE_EFFECT:
+            raise ConfigError(
+                f"reconcile names {tool.name}, which is {spec.safety.value}: only a SIDE_EFFECT "
+                "halts, so only one takes a reconciler"
+            )
         wrapped.append(
             MCPTool(
                 held,
@@ -145,6 +160,31 @@ async def tools(
                 durable_elicitation=durable_elicitation,
             )
         )
+    return _paired(wrapped, pairs) if pairs else wrapped
+
+
+def _paired(wrapped: list[Tool], pairs: Mapping[str, str | Reconciler]) -> list[Tool]:
+    """Give each paired side effect its reconciler (a lookup tool's, or the host's function)."""
+    by_name = {t.spec.name: t for t in wrapped}
+    for name, lookup in pairs.items():
+        if isinstance(lookup, str):
+            found = by_name.get(lookup)
+            if found is None:
+                raise ConfigError(
+                    f"reconcile pairs {safe_repr(name)} with {safe_repr(lookup)}, but the MCP "
+                    "server lists no tool of that name"
+                )
+            reconciler: Reconciler = lookup_reconciler(found)
+        elif callable(lookup):
+            reconciler = lookup
+        else:
+            raise ConfigError(
+                f"reconcile[{safe_repr(name)}] must be a lookup tool's name or a reconciler "
+                f"function, not {type(lookup).__name__}"
+            )
+        tool = by_name[name]
+        assert isinstance(tool, MCPTool)
+        tool.reconciled_by(reconciler)
     return wrapped
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Mapping
@@ -82,6 +83,10 @@ class MCPTool:
     @property
     def spec(self) -> ToolSpec:
         return self._spec
+
+    def reconciled_by(self, reconciler: Any) -> None:
+        """Give this SIDE_EFFECT a reconciler (``tools(..., reconcile=...)``)."""
+        self._spec = dataclasses.replace(self._spec, reconcile=reconciler)
 
     async def call(self, arguments: Mapping[str, Any], context: ToolContext | None = None) -> Any:
         """Call the tool on the server; return its content blocks as JSON (see ``docs/mcp.md``).

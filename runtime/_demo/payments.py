@@ -11,8 +11,10 @@ It shows the three kinds of tool a durable agent has, and what a crash does to e
 - ``save_note`` writes, but writing it twice leaves the same state: IDEMPOTENT, retried with the
   same idempotency key.
 - ``charge_card`` moves money: SIDE_EFFECT (the default). If the process dies after the charge
-  left and before its result was journaled, bide does not charge again: the run halts until
-  someone says what happened. ``reconcile`` below is that someone, written as code.
+  left and before its result was journaled, bide does not charge again: the call halts until
+  someone says what happened. ``find_charge``, its declared reconciler, is that someone: it
+  looks the charge up in the ledger by the call's idempotency key, and bide journals what it
+  found as the halt's resolution, so the run goes on by itself.
 
 The "payments provider" is a small SQLite file (``PAYMENTS_LEDGER``, default
 ``./payments-ledger.db``), and the model is a ScriptedModel that plays a fixed script: no network
@@ -29,9 +31,9 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from runtime import Agent, Journal, Resolution, Safety, ToolContext, ToolError, tool
+from runtime import Agent, Safety, ToolContext, ToolError, tool
+from runtime.reconcile import Absent, Attempt, Found
 from runtime.testing import ScriptedModel
-from runtime.tools import idempotency_key_for
 
 # What the model "decides", turn by turn. A real model would read the input and choose.
 SCRIPT: list[dict[str, Any]] = [
@@ -160,7 +162,18 @@ def make_agent() -> Agent:
         await asyncio.to_thread(ledger.save_note, customer, note)
         return {"customer": customer, "note": note}
 
-    @tool  # no safety given: a SIDE_EFFECT, run at most once
+    async def find_charge(attempt: Attempt) -> Found | Absent:
+        """What happened to a halted charge: the ledger keeps every charge's idempotency key."""
+        charge = await asyncio.to_thread(ledger.find_charge, attempt.idempotency_key)
+        if charge is None:
+            return Absent(f"no ledger charge carries idempotency key {attempt.idempotency_key}")
+        # The very value charge_card returns: the model sees what it would have seen.
+        return Found(charge, f"ledger charge {charge['charge_id']} carries the call's key")
+
+    # No safety given: a SIDE_EFFECT, run at most once. The ledger is a local file: once the
+    # charging process is gone, a charge that is not in it never will be (settle=0). A remote
+    # provider needs the time a request could still take to land (its timeout, the default).
+    @tool(reconcile=find_charge, settle=0)
     async def charge_card(customer: str, amount_cents: int, context: ToolContext) -> dict[str, Any]:
         """Charge the customer's card on file, in cents."""
         if amount_cents <= 0:
@@ -178,34 +191,3 @@ def make_agent() -> Agent:
         system_prompt="You handle billing requests. Look the customer up before charging.",
         max_turns=10,
     )
-
-
-async def reconcile(journal: Journal, run_id: str, ledger: PaymentsLedger) -> list[str]:
-    """Resolve the run's halted charges from the ledger; return what was decided, in words.
-
-    Run it only when no process is driving the run any more (here: after a crash). Then a
-    charge whose idempotency key is in the ledger happened: it is resolved "succeeded" with the
-    very value ``charge_card`` returns, so the model sees what it would have seen. A charge whose
-    key is not there never happened: "not executed", and the next resume charges once. With a
-    remote provider, also wait until the request can no longer land (its timeout) before
-    concluding that. Halts of other tools are left for a person (``python -m runtime resolve``).
-    """
-    decided = []
-    state = await journal.require(run_id)
-    for halted in state.halted_calls():
-        call = halted.call
-        if call.name != "charge_card":
-            continue
-        key = idempotency_key_for(run_id, call.id)
-        charge = await asyncio.to_thread(ledger.find_charge, key)
-        if charge is not None:
-            resolution, said = Resolution.succeeded(charge), "succeeded"
-            evidence = f"ledger charge {charge['charge_id']} carries idempotency key {key}"
-        else:
-            resolution, said = Resolution.not_executed(), "not executed"
-            evidence = f"no ledger charge carries idempotency key {key}"
-        await journal.resolve(
-            run_id, call.id, resolution, by="payments-reconciler", evidence=evidence
-        )
-        decided.append(f"{call.id} {call.name}: {said} ({evidence})")
-    return decided

@@ -14,7 +14,18 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, NoReturn
 
 from runtime import faults
-from runtime.cli import console, demo, drive, maintenance, people, verbs, verify, view, worker
+from runtime.cli import (
+    console,
+    demo,
+    drive,
+    maintenance,
+    people,
+    reconcile,
+    verbs,
+    verify,
+    view,
+    worker,
+)
 from runtime.cli.base import (
     EXIT_BUSY,
     EXIT_ERROR,
@@ -35,6 +46,7 @@ COMMANDS: tuple[Command, ...] = (
     *worker.COMMANDS,
     *view.COMMANDS,
     *verbs.COMMANDS,
+    *reconcile.COMMANDS,
     *people.COMMANDS,
     *maintenance.COMMANDS,
     *verify.COMMANDS,

@@ -1,5 +1,6 @@
-"""``demo``: a crash right after a charge, a resume that halts instead of charging again, a
-reconciler that resolves the halt from the ledger, and a run that completes with one charge.
+"""``demo``: a crash right after a charge, a resume that halts the charge instead of making it
+again, the charge's declared reconciler settling the halt from the ledger, and a run that
+completes with one charge.
 
 It drives the payments agent shipped in ``runtime._demo`` (``examples/payments.py`` in the
 repository) through the real CLI in child processes, so what it prints is what an operator would
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import runtime
 from runtime._demo import payments
-from runtime.cli.base import EXIT_HALTED, EXIT_USAGE, Command, Failure, Invocation
+from runtime.cli.base import EXIT_USAGE, Command, Failure, Invocation
 from runtime.journal import Journal
 from runtime.journal.migrate import sqlite_path
 from runtime.timeline import render, timeline
@@ -115,31 +116,20 @@ class _Demo:
         say("      attempt marker and no result: bide cannot know whether the card was charged.")
         say()
         say("2. Resume it. A side effect whose outcome is unknown is never called again")
-        say("   automatically: the run halts (exit 4).")
+        say("   automatically: the call halts. charge_card declares a reconciler, find_charge,")
+        say("   which looks the charge up in the ledger by the call's idempotency key (the charge")
+        say("   stored it): it finds it, bide journals that as the halt's resolution, with its")
+        say("   evidence, and the model sees the charge's result. (A tool without a reconciler")
+        say("   stays halted, exit 4, until `resolve RUN_ID CALL_ID --succeeded JSON --evidence")
+        say("   TEXT` says what happened.)")
         say()
         child = await self.cli("resume", self.run_id)
-        self.expect(child.code == EXIT_HALTED, f"resume exited {child.code}, not 4", child)
+        self.expect(child.code == 0, f"resume exited {child.code}, not 0", child)
         self.expect(self.charges() == 1, f"{self.charges()} charges after resume, not 1")
-        say(f"   -> exit {child.code}, halted. The ledger still holds 1 charge.")
-        say()
-        say("3. Reconcile. The agent's reconciler (`reconcile` in examples/payments.py) looks")
-        say("   the charge up in the ledger by the call's idempotency key (the charge stored it)")
-        say("   and resolves the halt (by hand: `resolve RUN_ID CALL_ID --succeeded JSON")
-        say("   --evidence TEXT`).")
-        say()
-        async with Journal(self.db, migrate=False) as journal:
-            decided = await payments.reconcile(journal, self.run_id, self.ledger)
-        self.expect(bool(decided), "the reconciler found no halted charge")
-        for line in decided:
-            say(f"   -> {line}")
-        say()
-        say("4. Resume again: the model sees the reconciled result and finishes.")
-        say()
-        child = await self.cli("resume", self.run_id)
-        self.expect(child.code == 0, f"the last resume exited {child.code}, not 0", child)
         say(f"   -> exit 0: {child.stdout.strip()}")
+        say("      The ledger still holds 1 charge.")
         say()
-        say(f"5. The run's timeline ({self.inv.prog} show --db ... {self.run_id}):")
+        say(f"3. The run's timeline ({self.inv.prog} show --db ... {self.run_id}):")
         say()
         async with Journal(self.db, migrate=False) as journal:
             state = await journal.require(self.run_id)
@@ -155,7 +145,7 @@ class _Demo:
             )
         self.expect(len(charges) == 1, f"the ledger holds {len(charges)} charges, not 1")
         say()
-        say("Charged exactly once, across a crash, a resume and a reconciliation.")
+        say("Charged exactly once, across a crash, a halt and its reconciliation.")
         return 0
 
 

@@ -157,6 +157,11 @@ async def _resume(inv: Invocation) -> int:
             return await _drive(inv, run_id, spec, drive)
 
 
+async def journaled_spec_of(journal: Journal, run_id: str) -> str | None:
+    """The agent spec the run journaled when it started, if any."""
+    return await _journaled_spec(journal, run_id)
+
+
 async def _journaled_spec(journal: Journal, run_id: str) -> str | None:
     state = await journal.state(run_id)
     spec = (state.start or {}).get("spec") if state is not None else None

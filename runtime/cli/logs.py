@@ -59,6 +59,9 @@ SENTENCES: dict[str, str] = {
     "worker_stopped": "worker {worker} stopped ({claimed} run(s) claimed)",
     "lease_taken_over": "took the run over from {gone}, which is gone",
     "lease_lost": "this drive's lease was taken over: {error}",
+    "reconcile_tried": "call {call_id}: {said}",
+    "call_reconciled": "call {call_id} settled by reconciler {reconciler}: it said {said}",
+    "worker_reconciled": "{run_id} call {call_id}: {said}",
 }
 
 

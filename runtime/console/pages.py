@@ -103,7 +103,10 @@ def runs_page(
 
 
 def _row(row: Row, now_ms: int) -> Html:
-    stops = join(Html("<div>{s}</div>").format(s=s.brief()) for s in (*row.halted, *row.waiting))
+    stops = join(
+        Html("<div>{s}</div>").format(s=s.brief())
+        for s in (*row.in_flight, *row.halted, *row.waiting)
+    )
     return Html(
         "<tr data-run-id='{rid}' data-status='{status}'><td>{link}</td><td>{badge}</td>"
         "<td>{agent}</td><td class=num>{turns}</td>"
@@ -154,11 +157,19 @@ def run_page(
         notes.append(
             Html("<p class=refused role=alert id=refusal>refused: {m}</p>").format(m=error)
         )
-    stops = [_stop(tl, s, csrf, operator) for s in (*tl.halted, *tl.waiting)]
+    stops = [_in_flight(tl, s) for s in tl.in_flight]
+    stops += [_stop(tl, s, csrf, operator) for s in (*tl.halted, *tl.waiting)]
     ended = any(e.kind == "end" for e in tl.events)
     if not ended and tl.status != "cancelled":
         stops.append(_cancel_form(tl.run_id, csrf))
-    if not ended and (tl.status in ("running", "orphaned", "cancelled") or _decided(tl)):
+    if tl.driven and tl.lease is not None:
+        notes.append(
+            Html(
+                "<p class=next id=driven>driven now by {who}; its lease lasts until {until}</p>"
+            ).format(who=tl.lease.owner.describe(), until=_when(tl.lease.expires_ms))
+        )
+    idle = tl.status in ("orphaned", "submitted", "cancelled") and not tl.driven
+    if not ended and (idle or (_decided(tl) and not tl.driven)):
         notes.append(
             Html(
                 "<p class=next id=next>nothing here holds it any more: resume it "
@@ -283,6 +294,22 @@ def _hidden(**fields: str) -> Html:
     return join(
         Html("<input type=hidden name='{k}' value='{v}'>").format(k=k, v=v)
         for k, v in fields.items()
+    )
+
+
+def _in_flight(tl: Timeline, stop: Stop) -> Html:
+    """A side effect the live drive is executing: shown, never offered for resolution."""
+    return Html(
+        "<div class=in-flight><h3>in flight: <code>{cid}</code> {tool}</h3>"
+        "<pre class=args>{args}</pre><p>attempt {n} was marked at {when} by the drive that "
+        "holds the run now: it is running, and nobody knows its outcome yet. It can be resolved "
+        "once that drive has ended or its lease has expired.</p></div>"
+    ).format(
+        cid=stop.call_id,
+        tool=stop.tool,
+        args=clip(stop.arguments, 2000),
+        n=stop.attempt or 1,
+        when=_when(stop.attempted_at_ms),
     )
 
 

@@ -209,6 +209,7 @@ class Journal:
         by: str | None = None,
         evidence: str | None = None,
         force: bool = False,
+        reconciler: str | None = None,
     ) -> bool:
         """Say what happened to a halted call. True if recorded, False if it was already so.
 
@@ -216,7 +217,8 @@ class Journal:
         a call that is not halted, is refused. A call still in flight (attempted under the
         lease of a live owner: it is running now) is refused with ``RunBusy``; ``force``
         records the resolution anyway, journaled as forced: if it says "not executed" while
-        the effect is in fact running, the next attempt may act a second time.
+        the effect is in fact running, the next attempt may act a second time. ``reconciler``
+        names the reconciler whose conclusion this is (``runtime.reconcile``), journaled.
         """
         started_ns = tracing.now_ns()
         state = await self.require(run_id)
@@ -268,6 +270,8 @@ class Journal:
                 call_id=call_id,
             )
         payload = resolution_payload(call, resolution, by=by, evidence=evidence)
+        if reconciler is not None:
+            payload["resolved"]["reconciler"] = reconciler
         if force and driving is not None:
             payload["resolved"]["forced"] = {
                 "lease_epoch": driving.epoch,

@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from runtime import Agent, Safety, ToolContext, tool
+from runtime.reconcile import Absent, Attempt, Found, Unknown
 from runtime.testing import ScriptedModel
 
 CHARGE = [
@@ -74,4 +75,38 @@ payments = Agent(
     ),
     tools=[charge],
     name="payments",
+)
+
+
+def _charged(run_id: str, call_id: str) -> bool:
+    path = os.environ["LEDGER"]
+    return os.path.exists(path) and f"{run_id} {call_id}" in open(path).read().splitlines()
+
+
+async def find_charge(attempt: Attempt) -> Found | Absent | Unknown:
+    """Look the charge up in the ledger by its run and call (a provider would use the key)."""
+    if os.environ.get("LOOKUP_DOWN"):
+        return Unknown("the ledger is unreachable")
+    if _charged(attempt.run_id, attempt.call_id):
+        return Found({"charged": attempt.arguments["amount"]}, f"ledger line {attempt.run_id}")
+    return Absent(f"no ledger line for {attempt.run_id} {attempt.call_id}")
+
+
+@tool(reconcile=find_charge, settle=float(os.environ.get("SETTLE") or 5))
+async def reconciled_charge(amount: int, context: ToolContext) -> dict[str, Any]:
+    """A slow charge that can be looked up: waits (SLOW), then charges."""
+    await _slowly()
+    ledger(context)
+    return {"charged": amount}
+
+
+reconciled = Agent(
+    model=ScriptedModel(
+        [
+            {"tool_calls": [{"id": "c1", "name": "reconciled_charge", "arguments": {"amount": 5}}]},
+            {"text": "charged"},
+        ]
+    ),
+    tools=[reconciled_charge],
+    name="reconciled",
 )

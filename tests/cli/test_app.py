@@ -19,6 +19,7 @@ NAMES = [
     "show",
     "resolve",
     "cancel",
+    "reconcile",
     "approve",
     "answer",
     "keygen",

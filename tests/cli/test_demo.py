@@ -1,4 +1,4 @@
-"""``demo``: a crash after a charge ends, through resume, halt and reconciler, in one charge."""
+"""``demo``: a crash after a charge ends, through a halt and its reconciler, in one charge."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ def test_python_m_runtime_demo_exits_0_with_exactly_one_charge_in_the_ledger(
     charges = PaymentsLedger(str(tmp_path / "demo-payments-ledger.db")).charges()
     assert [(c["customer"], c["amount_cents"]) for c in charges] == [("ann", 1200)]
     assert "The ledger: 1 charge." in done.out
-    assert "-> exit 4, halted." in done.out
+    assert "call c3 settled by reconciler find_charge: it said found" in done.out
+    assert 'by reconciler find_charge; evidence: "ledger charge ch_1 carries the call' in done.out
     assert not real.exists()  # $BIDE_DB names real runs: the demo never touches them
     runs = child("list", "--db", str(db), "--json").json()["runs"]
     assert [r["status"] for r in runs] == ["completed"]
@@ -79,7 +80,7 @@ def test_the_demo_runs_from_an_installed_wheel_in_an_empty_directory(tmp_path: P
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "The ledger: 1 charge." in done.stdout
-    assert "-> exit 4, halted." in done.stdout
+    assert "call c3 settled by reconciler find_charge: it said found" in done.stdout
     assert list(empty.iterdir()) == []
 
 

@@ -329,3 +329,41 @@ def test_content_blocks_in_a_result_are_shown_as_the_text_they_say(db_path: Path
     assert shown.group(1) == (
         "2 hits for refund:\n&lt;b&gt;refunds&lt;/b&gt; take 5 days\n[image image/png]"
     )
+
+
+def test_a_call_in_flight_is_shown_running_and_its_resolution_is_refused(db_path: Path) -> None:
+    """A marker written under the lease of a live owner (this process) is a call in flight."""
+    import asyncio
+
+    from runtime import Journal, Owner
+    from runtime import records as R
+    from runtime.messages import AssistantTurn, ToolCall
+
+    async def in_flight() -> None:
+        async with Journal(db_path) as journal:
+            store = journal.store
+            lease = await store.acquire("live", Owner.here(), ttl=600)
+            await store.create_run("live", epoch=lease.epoch)
+            turn = AssistantTurn(tool_calls=(ToolCall("c1", "charge", {}),))
+            payloads = [
+                (R.START, R.START, {"input": "go", "spec": HALTING}),
+                (R.turn_key(1), R.TURN, {"n": 1, "turn": turn.to_json(), "plan": {}}),
+                (R.attempt_key("c1", 1), R.ATTEMPT, {"call_id": "c1", "attempt": 1}),
+            ]
+            for key, kind, payload in payloads:
+                await store.append("live", key, kind, {**payload, "epoch": lease.epoch})
+
+    asyncio.run(in_flight())
+    with TestClient(Console(db_path, token=TOKEN, operator="alice")) as c:
+        assert c.get("/?token=" + TOKEN).status_code == 200
+        site = Site(c, db_path)
+        page = c.get("/run?id=live").text
+        assert "in flight: <code>c1</code> charge" in page and "driven now by process" in page
+        assert "name=outcome" not in page  # no resolution form for it
+        listing = c.get("/").text
+        assert "in flight c1 charge" in listing
+        before = records(db_path, "live")
+        form = {"action": "resolve", "call_id": "c1", "outcome": "not_executed"}
+        refused = site.post("/act?id=live", csrf=site.csrf("live"), **form)
+        assert refused.status_code == 409 and "is still running in process" in refused.text
+        assert records(db_path, "live") == before

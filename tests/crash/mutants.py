@@ -87,17 +87,17 @@ def _marker_never_started() -> None:
 
 
 def _rederived_keys() -> None:
-    import runtime.agent
+    import runtime.calls
     import runtime.tools
 
-    if not hasattr(runtime.agent, "idempotency_key_for"):
-        _missing("runtime.agent.idempotency_key_for (the name the drive derives keys with)")
+    if not hasattr(runtime.calls, "idempotency_key_for"):
+        _missing("runtime.calls.idempotency_key_for (the name a call derives its key with)")
     real = runtime.tools.idempotency_key_for
 
     def rederived(run_id: str, call_id: str, **options: Any) -> str:
         return real(run_id, f"{call_id}/{uuid.uuid4().hex}", **options)
 
-    runtime.agent.idempotency_key_for = rederived  # type: ignore[attr-defined]
+    runtime.calls.idempotency_key_for = rederived  # type: ignore[attr-defined]
     runtime.tools.idempotency_key_for = rederived
 
 

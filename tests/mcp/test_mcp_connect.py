@@ -189,6 +189,7 @@ def test_all_names_in_dunder_all_are_exported_and_public() -> None:
         "elicitation",
         "http",
         "listing",
+        "reconcile",
         "session",
         "stdio",
         "tool",
@@ -215,5 +216,10 @@ def test_the_example_in_docs_runs_and_prints_what_it_says() -> None:
         check=True,
     )
     lines = done.stdout.splitlines()
-    assert lines[:3] == ["lookup_order read_only", "set_status idempotent", "refund side_effect"]
-    assert '"status": "shipped"' in lines[3]
+    assert lines[:4] == [
+        "lookup_order read_only",
+        "set_status idempotent",
+        "refund side_effect",
+        "find_refund read_only",
+    ]
+    assert '"status": "shipped"' in lines[4]

@@ -52,7 +52,7 @@ def test_logging_basic_config_at_info_hears_the_events_without_arguments_or_resu
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     started = (
-        "runtime.agent INFO tool_started call_id='c2' tool='charge' safety='side_effect' "
+        "runtime.calls INFO tool_started call_id='c2' tool='charge' safety='side_effect' "
         "run_id='r1'"
     )
     assert started in lines, lines
@@ -68,7 +68,7 @@ def test_debug_level_adds_the_tool_results_with_their_arguments() -> None:
     )
     assert done.returncode == 0, done.stderr
     results = [line for line in done.stdout.splitlines() if " tool_result " in line]
-    assert len(results) == 2 and all(r.startswith("runtime.agent DEBUG") for r in results)
+    assert len(results) == 2 and all(r.startswith("runtime.calls DEBUG") for r in results)
     assert "ARG-VALUE" in results[0] and "RESULT-VALUE" in results[1]
 
 

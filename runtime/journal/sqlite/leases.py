@@ -105,5 +105,4 @@ def decide(
 
 
 def write_leases(conn: sqlite3.Connection, leases: dict[str, LeaseRow], dirty: set[str]) -> None:
-    for run_id in dirty:
-        conn.execute(_UPSERT, (run_id, *leases[run_id]))
+    conn.executemany(_UPSERT, [(run_id, *leases[run_id]) for run_id in dirty])

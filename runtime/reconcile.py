@@ -1,0 +1,300 @@
+"""Reconcilers: a side effect that can look its own effect up settles its halts by itself.
+
+    async def find_charge(attempt: Attempt) -> Found | Absent | Unknown:
+        charge = await provider.find(idempotency_key=attempt.idempotency_key)
+        if charge is None:
+            return Absent(f"no charge with key {attempt.idempotency_key}")
+        return Found({"charge_id": charge.id}, f"charge {charge.id} has the call's key")
+
+    @tool(reconcile=find_charge)
+    async def charge_card(...): ...
+
+A halted call (attempted, no result) is looked up and the conclusion journaled as its
+resolution, naming the reconciler and its evidence, by the same first-wins rule as a person's
+(a person's earlier resolution stands). *Found* settles at once. *Absent* becomes "not executed"
+only when the attempt's owner is gone (it no longer holds the run's lease) **and** the settle
+time has passed since the attempt started: before that the attempt may still be running
+somewhere (a stalled process, a request still at the provider), and concluding "it did not
+happen" would let the next attempt act twice. *Unknown*, and a reconciler that raises or
+outlasts its timeout, leave the call halted, tried again later with backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from runtime import records as R
+from runtime.errors import ConflictError, RunBusy
+from runtime.journal.journal import Journal, Resolution
+from runtime.logs import get_logger
+from runtime.ownership import is_alive
+from runtime.redact import clean
+from runtime.state import CallState
+from runtime.tools import Tool, ToolContext, idempotency_key_for
+
+__all__ = [
+    "RECONCILE_TIMEOUT",
+    "Absent",
+    "Attempt",
+    "Found",
+    "Reconciler",
+    "Unknown",
+    "Verdict",
+    "consult",
+    "settle_run",
+]
+
+log = get_logger(__name__)
+
+RECONCILE_TIMEOUT = 30.0
+"""Seconds one look-up may take; past it the reconciler said *unknown*."""
+
+SETTLE_DEFAULT = 60.0
+"""Settle time of a tool with no timeout and no ``settle=``."""
+
+BACKOFF = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+"""Seconds until the next try after an inconclusive one (the last repeats)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """The effect happened: ``value`` is the result the model will see."""
+
+    value: Any
+    evidence: str
+
+
+@dataclass(frozen=True, slots=True)
+class Absent:
+    """The effect did not happen, as far as the lookup can tell now."""
+
+    evidence: str
+
+
+@dataclass(frozen=True, slots=True)
+class Unknown:
+    """The lookup cannot tell (the provider is down, the record is ambiguous)."""
+
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """What a reconciler is given: the halted call and its attempt."""
+
+    run_id: str
+    call_id: str
+    tool: str
+    arguments: Any
+    idempotency_key: str
+    attempted_at_ms: int
+    """When the attempt's marker was committed (the journal's clock)."""
+    attempt: int
+    context: ToolContext
+
+
+Reconciler = Callable[[Attempt], Awaitable[Found | Absent | Unknown]]
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What one try concluded: a resolution to journal, or why the call stays halted."""
+
+    reconciler: str
+    said: str
+    """``found``, ``absent`` or ``unknown``."""
+    detail: str
+    """The evidence (found, absent) or why (unknown)."""
+    outcome: str | None = None
+    """``value`` or ``not_executed`` when it settles the call; None when it stays halted."""
+    value: Any = None
+    waiting: str | None = None
+    """Why an *absent* does not settle yet."""
+    next_try_ms: int | None = None
+
+    @property
+    def by(self) -> str:
+        return f"reconciler {self.reconciler}"
+
+    def brief(self) -> str:
+        """``find_charge said unknown: provider timeout``."""
+        text = f"{self.reconciler} said {self.said}: {self.detail}"
+        return f"{text} ({self.waiting})" if self.waiting else text
+
+    def to_json(self, call: CallState) -> dict[str, Any]:
+        """The record of an inconclusive try (``reconcile/<call>/<k>/<n>``)."""
+        return {
+            "call_id": call.call.id,
+            "attempt": call.attempt,
+            "reconciler": self.reconciler,
+            "said": self.said,
+            "detail": self.detail,
+            "waiting": self.waiting,
+            "next_try_ms": self.next_try_ms,
+        }
+
+
+def reconciler_of(tool: Tool | None) -> Reconciler | None:
+    spec = getattr(tool, "spec", None)
+    found = getattr(spec, "reconcile", None)
+    return found if callable(found) else None
+
+
+def settle_seconds(tool: Tool) -> float:
+    """The tool's settle time: ``settle=``, else its timeout, else ``SETTLE_DEFAULT``."""
+    spec = tool.spec
+    settle = getattr(spec, "settle", None)
+    if settle is not None:
+        return float(settle)
+    return float(spec.timeout) if spec.timeout is not None else SETTLE_DEFAULT
+
+
+async def consult(
+    tool: Tool,
+    call: CallState,
+    run_id: str,
+    *,
+    key_scheme: int,
+    owner_gone: bool,
+    now_ms: int | None = None,
+) -> Verdict | None:
+    """Ask the tool's reconciler about ``call``'s current attempt; None if it has none.
+
+    ``owner_gone`` says whether the attempt's owner no longer holds the run's lease (it died, its
+    lease expired, or it released the run halted): only then may *absent* settle the call.
+    """
+    reconcile = reconciler_of(tool)
+    marker = call.marker
+    if reconcile is None or marker is None:
+        return None
+    name = getattr(reconcile, "__name__", type(reconcile).__name__)
+    key = idempotency_key_for(run_id, call.call.id, scheme=key_scheme)
+    attempt = Attempt(
+        run_id=run_id,
+        call_id=call.call.id,
+        tool=call.call.name,
+        arguments=call.call.arguments,
+        idempotency_key=key,
+        attempted_at_ms=marker.created_ms,
+        attempt=call.attempt,
+        context=ToolContext(
+            run_id=run_id,
+            call_id=call.call.id,
+            tool_name=call.call.name,
+            safety=tool.spec.safety,
+            idempotency_key=key,
+        ),
+    )
+    tries = len(call.reconciles.get(call.attempt, ()))
+    said = await _ask(reconcile, attempt, name)
+    now = now_ms if now_ms is not None else time.time_ns() // 1_000_000
+    later = now + int(BACKOFF[min(tries, len(BACKOFF) - 1)] * 1000)
+    if isinstance(said, Found):
+        return Verdict(name, "found", clean(str(said.evidence)), "value", said.value)
+    if isinstance(said, Absent):
+        evidence = clean(str(said.evidence))
+        settles_at = marker.created_ms + int(settle_seconds(tool) * 1000)
+        if owner_gone and now >= settles_at:
+            return Verdict(name, "absent", evidence, "not_executed")
+        if not owner_gone:
+            why = "the attempt's owner still holds the run: it may be running it"
+        else:
+            left = (settles_at - now) / 1000
+            why = f"it may still be in flight until its settle time ({left:.0f} s from now)"
+        return Verdict(name, "absent", evidence, waiting=why, next_try_ms=max(later, settles_at))
+    if isinstance(said, Unknown):
+        return Verdict(name, "unknown", clean(str(said.why)), next_try_ms=later)
+    return Verdict(
+        name,
+        "unknown",
+        f"returned {type(said).__name__}, not Found, Absent or Unknown",
+        next_try_ms=later,
+    )
+
+
+async def _ask(reconcile: Reconciler, attempt: Attempt, name: str) -> object:
+    """The reconciler's answer (user code: checked by the caller, whatever it claims to return);
+    a raise or an answer later than ``RECONCILE_TIMEOUT`` is an Unknown."""
+    try:
+        async with asyncio.timeout(RECONCILE_TIMEOUT):
+            return await reconcile(attempt)
+    except TimeoutError:
+        return Unknown(f"the lookup took more than {RECONCILE_TIMEOUT:g} s")
+    except Exception as exc:
+        log.warning("reconciler_failed", call_id=attempt.call_id, reconciler=name, error=str(exc))
+        return Unknown(f"raised {type(exc).__name__}: {exc}")
+
+
+def resolution_of(verdict: Verdict) -> dict[str, Any]:
+    """The fields a settling verdict gives its resolution record."""
+    fields: dict[str, Any] = {"outcome": verdict.outcome}
+    if verdict.outcome == "value":
+        fields["value"] = verdict.value
+    return fields
+
+
+def try_key(call: CallState) -> str:
+    """The key of the next inconclusive try's record."""
+    return R.reconcile_key(
+        call.call.id, call.attempt, len(call.reconciles.get(call.attempt, ())) + 1
+    )
+
+
+async def settle_run(
+    journal: Journal, tools: Mapping[str, Tool], run_id: str, *, now: bool = False
+) -> list[tuple[CallState, Verdict]]:
+    """Reconcile the run's unresolved calls whose tools declare a reconciler, outside a drive
+    (a worker, ``python -m runtime reconcile``); each verdict journaled, as a resolution when it
+    settles the call. A run that a live owner drives is left to that drive. Unless ``now``, a
+    call whose last try set a later next try is skipped."""
+    state = await journal.require(run_id)
+    lease = await journal.lease(run_id)
+    if is_alive(lease):
+        return []
+    scheme = int((state.start or {}).get("key_scheme") or 1)
+    clock = time.time_ns() // 1_000_000
+    found: list[tuple[CallState, Verdict]] = []
+    for call in state.unresolved_calls():
+        tool = tools.get(call.call.name)
+        if tool is None or reconciler_of(tool) is None:
+            continue
+        last = call.last_reconcile
+        due = last.payload.get("next_try_ms") if last is not None else None
+        if not now and isinstance(due, int) and due > clock:
+            continue
+        verdict = await consult(tool, call, run_id, key_scheme=scheme, owner_gone=True)
+        if verdict is None:
+            continue
+        if verdict.outcome is None:
+            await journal.store.append(run_id, try_key(call), R.RECONCILE, verdict.to_json(call))
+        else:
+            resolution = (
+                Resolution.succeeded(verdict.value)
+                if verdict.outcome == "value"
+                else Resolution.not_executed()
+            )
+            try:
+                await journal.resolve(
+                    run_id,
+                    call.call.id,
+                    resolution,
+                    by=verdict.by,
+                    evidence=verdict.detail,
+                    reconciler=verdict.reconciler,
+                )
+            except (ConflictError, RunBusy) as exc:  # a person (or a drive) was first
+                log.info("reconcile_overtaken", run_id=run_id, call_id=call.call.id, why=str(exc))
+                continue
+        log.info("reconcile_tried", run_id=run_id, call_id=call.call.id, said=verdict.brief())
+        found.append((call, verdict))
+    return found
+
+
+def next_try_ms(verdicts: list[tuple[CallState, Verdict]]) -> int | None:
+    """When the earliest inconclusive call of these verdicts is due again."""
+    due = [v.next_try_ms for _, v in verdicts if v.outcome is None and v.next_try_ms is not None]
+    return min(due) if due else None
