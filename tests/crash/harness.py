@@ -41,9 +41,9 @@ SIGKILLED = -signal.SIGKILL
 JOBS = int(os.environ.get("BIDE_CRASH_JOBS", "0")) or max(2, os.cpu_count() or 2)
 ANCHORS = ('"event": "run_started"', '"event": "run_resumed"', '"event": "drive_started"')
 """Log lines after which a child is driving: random kills are timed from the first of them."""
-NOT_BY_A_DRIVE = frozenset({"header", "decision", "answer", "cancel"})
-"""Record kinds written by the journal's header or a person's verb, never under a lease (so
-are resolutions: results whose payload says ``resolved``)."""
+NOT_BY_A_DRIVE = frozenset({"header", "decision", "answer", "cancel", "reconcile"})
+"""Record kinds the store, a person's verb or a reconciler outside a drive may write under no
+lease (so may resolutions: results whose payload says ``resolved``)."""
 IDLE = ('"event": "worker_idle"', '"event": "worker_stopped"')
 """A worker's lines once it drives nothing: not part of how long a clean drive takes."""
 
@@ -734,9 +734,10 @@ class _Attempt:
         wrote after a newer one took the run over)."""
         newest = 0
         for r in sorted(state.records, key=lambda r: r.seq):
-            if r.kind in NOT_BY_A_DRIVE or (r.kind == "result" and "resolved" in r.payload):
-                continue
             epoch = r.payload.get("epoch") if isinstance(r.payload, dict) else None
+            leaseless = r.kind in NOT_BY_A_DRIVE or (r.kind == "result" and "resolved" in r.payload)
+            if leaseless and epoch is None:
+                continue
             if not isinstance(epoch, int) or isinstance(epoch, bool):
                 self.outcome.violate(f"{run_id}: its {r.key} record carries no lease epoch")
             elif epoch < newest:
