@@ -35,6 +35,7 @@ from runtime.tools import (
     Safety,
     Tool,
     ToolContext,
+    enforces_timeout,
     idempotency_key_for,
 )
 
@@ -366,7 +367,7 @@ class Calls:
         timeout = tool.spec.timeout
         # A tool that enforces its spec's timeout itself (an MCP tool) keeps an answer that is in
         # hand at the deadline; a second deadline here would cancel it first and lose the answer.
-        if timeout is None or getattr(tool, "enforces_timeout", False) is True:
+        if timeout is None or enforces_timeout(tool):
             return await tool.call(arguments, context)
         async with asyncio.timeout(timeout):
             return await tool.call(arguments, context)

@@ -11,6 +11,8 @@
     ├── StorageError                 the journal could not be read or written
     │   ├── SchemaError              the database schema is missing, old, or from a newer bide
     │   └── FormatError              a run was written in a journal format this bide does not know
+    │       └── CorruptJournal       a record cannot be read as written: an unknown codec, or a
+    │                                payload that does not decode (``key`` and ``seq`` name it)
     ├── ProtocolError                a peer (model, MCP server, journal file) broke its protocol
     ├── OwnershipError               who drives a run: another owner holds it, or took it over
     │   ├── RunBusy                  the run's lease is held by a live owner (``lease`` says who)
@@ -43,6 +45,7 @@ __all__ = [
     "BudgetError",
     "ConfigError",
     "ConflictError",
+    "CorruptJournal",
     "FormatError",
     "LeaseLost",
     "ModelError",
@@ -161,6 +164,22 @@ class FormatError(StorageError):
 
 class ProtocolError(BideError):
     """A peer broke its protocol: a model's turn, an MCP server's tool list, a journal record."""
+
+
+class CorruptJournal(FormatError, ProtocolError):
+    """A record in the journal cannot be read as it was written: its codec is one this bide does
+    not know, or its payload does not decode with it. Nothing of the run is returned.
+
+    The one category for a damaged journal, whichever way it is damaged. ``key`` and ``seq``
+    name the record (``seq`` is ``None`` where the read did not fetch it), so an operator can
+    find it in the file. It is also a ``ProtocolError``, as a record that is not valid JSON was
+    before this category existed, so that code matching either keeps working.
+    """
+
+    def __init__(self, message: str, *, run_id: str, key: str, seq: int | None = None):
+        super().__init__(message, run_id=run_id)
+        self.key = key
+        self.seq = seq
 
 
 class BudgetError(BideError):

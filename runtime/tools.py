@@ -1,7 +1,9 @@
 """Tools: the Safety of a call, the ToolSpec describing a tool, and ``@tool`` for async functions.
 
 The Safety a tool declares decides what a resume may do with a call whose result was never
-journaled; see ``docs/guarantee.md``.
+journaled; see ``docs/guarantee.md``. Everything in ``__all__`` is public, including what a tool
+adapter (``adapters.mcp``) builds on: ``validate_tool_name``, ``safe_repr``, ``Interrupted`` and
+``enforces_timeout``.
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolSpec",
+    "enforces_timeout",
     "idempotency_key_for",
+    "safe_repr",
     "tool",
     "validate_tool_name",
 ]
@@ -66,7 +70,12 @@ def validate_tool_name(name: object) -> str:
 
 
 def safe_repr(value: object, limit: int = 64) -> str:
-    """Quote untrusted text for an error message: printable ASCII only, bounded length."""
+    """Quote untrusted text for an error message: printable ASCII only, bounded length.
+
+    For anything a peer chose (a tool name, a server's message, a model's arguments): control
+    characters and non-ASCII are escaped, and past ``limit`` characters the text is cut and its
+    full length said, so no peer can flood or drive a terminal through an error.
+    """
     text = value if isinstance(value, str) else repr(value)
     clipped = text[:limit]
     quoted = clipped.encode("ascii", "backslashreplace").decode("ascii")
@@ -164,7 +173,8 @@ class Interrupted(BaseException):
 
     The run pauses (``waiting``) and the tool runs again once the answer is journaled. A
     BaseException, like ``CancelledError``, so that a tool's ``except Exception`` cannot swallow
-    it: let it propagate.
+    it: let it propagate. An adapter that meets it where it cannot propagate (an SDK callback)
+    keeps it and raises it from ``call``. ``waiting`` is what the run waits on.
     """
 
     def __init__(self, waiting: Any):
@@ -216,7 +226,17 @@ class ToolContext:
 
 @runtime_checkable
 class Tool(Protocol):
-    """Anything the agent can call: a spec and an async ``call`` returning a JSON value."""
+    """Anything the agent can call: a spec and an async ``call`` returning a JSON value.
+
+    One optional attribute, outside the protocol so that a tool without it still is a Tool:
+
+    ``enforces_timeout: bool``
+        True if ``call`` applies ``spec.timeout`` itself (raising ``ToolOutcomeUnknown`` past
+        it) and keeps an answer that is in hand at the deadline, as an MCP tool does. The agent
+        then sets no deadline of its own, which would cancel the call first and lose the
+        answer. Missing, or anything but ``True``, means False: the agent bounds the call.
+        Read it with ``enforces_timeout(tool)``.
+    """
 
     @property
     def spec(self) -> ToolSpec: ...
@@ -224,6 +244,11 @@ class Tool(Protocol):
     async def call(
         self, arguments: Mapping[str, Any], context: ToolContext | None = None
     ) -> Any: ...
+
+
+def enforces_timeout(tool: object) -> bool:
+    """True if ``tool`` declares that it applies its spec's timeout itself (see ``Tool``)."""
+    return getattr(tool, "enforces_timeout", False) is True
 
 
 class FunctionTool:

@@ -24,7 +24,7 @@ from typing import Any, Self
 
 from runtime import records as R
 from runtime.agent import Agent, _Drive
-from runtime.errors import BideError, ConfigError, RunBusy, StorageError
+from runtime.errors import BideError, ConfigError, CorruptJournal, RunBusy, StorageError
 from runtime.journal.journal import Journal
 from runtime.logs import get_logger
 from runtime.ownership import Holding, Owner, this_host
@@ -191,6 +191,9 @@ class Worker:
         except asyncio.CancelledError:
             log.warning("worker_drive_cancelled", worker=self.name, run_id=run_id)
             raise
+        except CorruptJournal as exc:
+            # Not the journal failing but the run's own records damaged: every drive fails alike.
+            self._skip(run_id, f"{type(exc).__name__}: {exc}")
         except StorageError as exc:
             # The journal failed under the drive: the run stays claimable (by this worker too).
             log.error("worker_drive_failed", worker=self.name, run_id=run_id, error=str(exc))
@@ -217,6 +220,9 @@ class Worker:
             try:
                 async with self._agent_for(run_id) as agent:
                     verdicts = await settle_run(self.journal, agent.tools, run_id)
+            except CorruptJournal as exc:  # its records are damaged, not the journal failing
+                self._skip(run_id, f"{type(exc).__name__}: {exc}")
+                continue
             except StorageError:
                 raise
             except BideError as exc:

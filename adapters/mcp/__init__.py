@@ -18,20 +18,19 @@ from adapters.mcp.session import MAX_INPUT_ROUNDS, Session, ToolListChangedCallb
 from adapters.mcp.stdio import DEFAULT_MAX_LINE_BYTES
 from adapters.mcp.tool import DEFAULT_MAX_RESULT_BYTES, IDEMPOTENCY_KEY_META, ResultTooLargeError
 
-# Sorted plainly (sorted()), as the project's public-API test checks, not isort-style.
-__all__ = [  # noqa: RUF022
+__all__ = [
     "DEFAULT_CALL_TIMEOUT",
     "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_LIST_TIMEOUT",
     "DEFAULT_MAX_DESCRIPTION_BYTES",
     "DEFAULT_MAX_LINE_BYTES",
     "DEFAULT_MAX_RESULT_BYTES",
-    "ElicitationAnswer",
-    "ElicitationRequest",
-    "ElicitationResolver",
     "IDEMPOTENCY_KEY_META",
     "MAX_INPUT_ROUNDS",
     "MAX_LIST_PAGES",
+    "ElicitationAnswer",
+    "ElicitationRequest",
+    "ElicitationResolver",
     "ResultTooLargeError",
     "Session",
     "Target",

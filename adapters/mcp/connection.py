@@ -46,7 +46,10 @@ Target: TypeAlias = (
 )
 """What ``connect`` opens: ``StdioServerParameters``, an ``http(s)://`` URL (streamable HTTP), an
 SDK transport (an async context manager yielding a read and a write stream), or an in-process
-SDK server object (``mcp.server.Server`` or ``MCPServer``; for tests)."""
+SDK server object (``mcp.server.Server`` or ``MCPServer``; for tests).
+
+The SDK types here are inputs only, objects a caller built with the SDK: no public name,
+attribute or return type of ``adapters.mcp`` is an SDK type (the public-API test checks it)."""
 
 _URL: Final = re.compile(r"https?://", re.IGNORECASE)
 

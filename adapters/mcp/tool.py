@@ -63,7 +63,7 @@ class MCPTool:
 
     enforces_timeout: Final = True
     """The call applies ``spec.timeout`` itself and keeps an answer in hand at the deadline, so
-    an agent runs it without a deadline of its own."""
+    an agent runs it without a deadline of its own (the optional attribute of ``runtime.Tool``)."""
 
     def __init__(
         self,

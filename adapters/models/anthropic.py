@@ -2,35 +2,27 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
-from adapters.models._errors import (
-    RETRYABLE_ERROR_TYPES,
-    error_detail,
-    error_from_status,
-)
+from adapters.models._errors import RETRYABLE_ERROR_TYPES, error_detail, error_from_status
 from adapters.models._wire import (
+    SDK,
     CallIds,
+    ProviderModel,
+    Request,
     ToolNames,
     check_options,
     json_schema,
+    missing_sdk,
     parse_arguments,
-    resolve_api_key,
     result_text,
+    tool_entry,
 )
 from runtime.errors import ConfigError, ModelError, ProtocolError
-from runtime.messages import (
-    AssistantTurn,
-    Message,
-    ToolCall,
-    ToolResultMessage,
-    Usage,
-    UserMessage,
-)
+from runtime.messages import AssistantTurn, Message, ToolCall, ToolResultMessage, Usage, UserMessage
 from runtime.tools import ToolSpec
 from runtime.tracing import trace_headers
 
@@ -39,10 +31,7 @@ try:
     import httpx2
     from anthropic.types import MessageParam, RawMessageStreamEvent, ToolParam
 except ImportError as exc:  # pragma: no cover - exercised in a child process by the tests
-    raise ConfigError(
-        f"adapters.models.anthropic needs the anthropic SDK, which is not importable ({exc}): "
-        "pip install 'bide[anthropic]'"
-    ) from exc
+    raise missing_sdk("adapters.models.anthropic", "anthropic", exc) from exc
 
 __all__ = ["FINISH_REASONS", "AnthropicModel"]
 
@@ -62,7 +51,7 @@ Any other value (``pause_turn``, which only server-side tools produce) is record
 """
 
 
-class AnthropicModel:
+class AnthropicModel(ProviderModel[anthropic.AsyncAnthropic]):
     """A Claude model behind the Messages API (``/v1/messages``), streamed.
 
     ``api_key`` wins over the environment variable named by ``api_key_env``; the SDK's own search
@@ -85,6 +74,13 @@ class AnthropicModel:
 
     provider_name = "anthropic"
     """The ``gen_ai.provider.name`` of this model's spans."""
+
+    _sdk = SDK(
+        anthropic.AsyncAnthropic,
+        anthropic.AnthropicError,
+        anthropic.APITimeoutError,
+        anthropic.APIConnectionError,
+    )
 
     def __init__(
         self,
@@ -113,48 +109,25 @@ class AnthropicModel:
             raise ConfigError(
                 "AnthropicModel: effort is one of 'low', 'medium', 'high', 'xhigh', 'max' or None"
             )
-        key = resolve_api_key(api_key, api_key_env, provider="AnthropicModel")
-        self.model = model
-        self.base_url = base_url or DEFAULT_BASE_URL
         self.max_tokens = max_tokens
-        self.timeout = float(timeout)
-        self.total_timeout = total_timeout
         self.effort = effort
-        self.extra_body = dict(extra_body) if extra_body else None
-        self._label = f"Anthropic API at {self.base_url}"
-        try:
-            self._client = anthropic.AsyncAnthropic(
-                api_key=key,
-                base_url=self.base_url,
-                timeout=self.timeout,
-                max_retries=0,  # retries are bide's: visible, and under one backoff policy
-                default_headers=dict(extra_headers) if extra_headers else None,
-            )
-        except (anthropic.AnthropicError, ValueError, TypeError) as exc:
-            raise ConfigError(f"AnthropicModel: {exc}") from exc
+        self._connect(
+            provider="AnthropicModel",
+            label="Anthropic API",
+            model=model,
+            api_key=api_key,
+            api_key_env=api_key_env,
+            base_url=base_url or DEFAULT_BASE_URL,
+            timeout=timeout,
+            total_timeout=total_timeout,
+            extra_headers=extra_headers,
+            extra_body=extra_body,
+        )
 
-    async def complete(
-        self,
-        system_prompt: str | None,
-        messages: Sequence[Message],
-        tools: Sequence[ToolSpec],
-    ) -> AssistantTurn:
-        names = ToolNames(tools)
-        wire_messages = _encode_messages(messages, names)
-        wire_tools = [_encode_tool(spec, names) for spec in tools]
-        deadline = asyncio.timeout(self.total_timeout)
-        try:
-            async with deadline:
-                draft = await self._streamed(system_prompt, wire_messages, wire_tools)
-        except TimeoutError as exc:
-            if not deadline.expired():
-                raise
-            raise ModelError(
-                f"{self._label}: the turn did not finish within total_timeout="
-                f"{self.total_timeout}s",
-                retryable=True,
-            ) from exc
-        return draft.to_turn(names, CallIds(messages), self._label)
+    def _prepare(self, prompt: str | None, turns: Sequence[Message], names: ToolNames) -> Request:
+        wire_messages = _encode_messages(turns, names)
+        wire_tools = [_encode_tool(spec, names) for spec in names.specs]
+        return lambda: self._streamed(prompt, wire_messages, wire_tools)
 
     async def _streamed(
         self,
@@ -176,53 +149,27 @@ class AnthropicModel:
                 stream=True,
             )
             async with stream:
-                content_type = stream.response.headers.get("content-type", "")
-                if not content_type.startswith("text/event-stream"):
-                    raise ModelError(
-                        f"{self._label} answered a streamed request with {content_type!r}, not "
-                        "an event stream",
-                        retryable=False,
-                    )
+                self._require_event_stream(stream.response.headers)
                 async for event in stream:
                     draft.add(event)
         except anthropic.AnthropicError as exc:
             raise self._error(exc) from exc
         # The SDK wraps transport failures while connecting, not while reading the stream.
         except httpx2.TimeoutException as exc:
-            raise ModelError(
-                f"{self._label} stayed silent for longer than timeout={self.timeout}s",
-                retryable=True,
-            ) from exc
+            raise self._stayed_silent() from exc
         except httpx2.TransportError as exc:
-            raise ModelError(
-                f"{self._label}: connection failed ({type(exc).__name__}: {exc})", retryable=True
-            ) from exc
+            raise self._connection_failed(exc) from exc
         except json.JSONDecodeError as exc:
-            raise ModelError(
-                f"{self._label} sent a stream event that is not JSON: {exc.msg}", retryable=True
-            ) from exc
+            raise self._not_json("sent a stream event", exc) from exc
         if not draft.stopped:
-            raise ModelError(
-                f"{self._label}: the stream ended before the model finished its turn "
-                "(no message_stop)",
-                retryable=True,
-            )
+            raise self._unfinished("message_stop")
         if draft.stop_reason is None:
             raise ModelError(
                 f"{self._label}: the stream finished without a stop_reason", retryable=False
             )
         return draft
 
-    def _error(self, exc: anthropic.AnthropicError) -> ModelError:
-        if isinstance(exc, anthropic.APITimeoutError):
-            return ModelError(
-                f"{self._label} stayed silent for longer than timeout={self.timeout}s",
-                retryable=True,
-            )
-        if isinstance(exc, anthropic.APIConnectionError):
-            cause = exc.__cause__
-            why = f"{type(cause).__name__}: {cause}" if cause is not None else exc.message
-            return ModelError(f"{self._label}: connection failed ({why})", retryable=True)
+    def _api_error(self, exc: Exception) -> ModelError | None:
         if isinstance(exc, anthropic.APIStatusError):
             detail = error_detail(exc.body, exc.message)
             if exc.status_code >= 400:
@@ -232,20 +179,7 @@ class AnthropicModel:
                 f"{self._label} reported {exc.type or 'an error'} mid-stream: {detail}",
                 retryable=exc.type in RETRYABLE_ERROR_TYPES,
             )
-        return ModelError(f"{self._label}: {exc}", retryable=False)
-
-    async def aclose(self) -> None:
-        """Close the HTTP connections this model holds."""
-        await self._client.close()
-
-    async def __aenter__(self) -> AnthropicModel:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
-    def __repr__(self) -> str:
-        return f"AnthropicModel({self.model!r}, base_url={self.base_url!r})"
+        return None
 
 
 @dataclass
@@ -339,13 +273,7 @@ class _Draft:
 
 
 def _encode_tool(spec: ToolSpec, names: ToolNames) -> ToolParam:
-    tool: dict[str, Any] = {
-        "name": names.to_wire(spec.name),
-        "input_schema": json_schema(spec.input_schema),
-    }
-    if spec.description:
-        tool["description"] = spec.description
-    return cast(ToolParam, tool)
+    return cast(ToolParam, tool_entry(spec, names, "input_schema"))
 
 
 def _encode_messages(messages: Sequence[Message], names: ToolNames) -> list[MessageParam]:

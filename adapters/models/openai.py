@@ -6,36 +6,27 @@ vLLM, llama.cpp, OpenRouter, Groq), so ``base_url`` is all it takes to switch be
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from adapters.models._errors import (
-    RETRYABLE_ERROR_TYPES,
-    error_detail,
-    error_from_status,
-)
+from adapters.models._errors import RETRYABLE_ERROR_TYPES, error_detail, error_from_status
 from adapters.models._wire import (
+    SDK,
     CallIds,
+    ProviderModel,
+    Request,
     ToolNames,
     arguments_json,
     check_options,
-    json_schema,
+    missing_sdk,
     parse_arguments,
-    resolve_api_key,
     result_text,
+    tool_entry,
 )
 from runtime.errors import ConfigError, ModelError, ProtocolError
-from runtime.messages import (
-    AssistantTurn,
-    Message,
-    ToolCall,
-    ToolResultMessage,
-    Usage,
-    UserMessage,
-)
+from runtime.messages import AssistantTurn, Message, ToolCall, ToolResultMessage, Usage, UserMessage
 from runtime.tools import ToolSpec
 from runtime.tracing import trace_headers
 
@@ -50,17 +41,14 @@ try:
         ChatCompletionMessageParam,
     )
 except ImportError as exc:  # pragma: no cover - exercised in a child process by the tests
-    raise ConfigError(
-        f"adapters.models.openai needs the openai SDK, which is not importable ({exc}): "
-        "pip install 'bide[openai]'"
-    ) from exc
+    raise missing_sdk("adapters.models.openai", "openai", exc) from exc
 
 __all__ = ["OpenAIChatModel"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
-class OpenAIChatModel:
+class OpenAIChatModel(ProviderModel[openai.AsyncOpenAI]):
     """A chat model behind an OpenAI-compatible ``/chat/completions`` endpoint.
 
     ``api_key`` wins over the environment variable named by ``api_key_env``; a server that wants
@@ -81,6 +69,10 @@ class OpenAIChatModel:
 
     provider_name = "openai"
     """The ``gen_ai.provider.name`` of this model's spans (every compatible server speaks it)."""
+
+    _sdk = SDK(
+        openai.AsyncOpenAI, openai.OpenAIError, openai.APITimeoutError, openai.APIConnectionError
+    )
 
     def __init__(
         self,
@@ -111,54 +103,29 @@ class OpenAIChatModel:
             raise ConfigError(
                 "OpenAIChatModel: max_tokens_field is 'max_completion_tokens' or 'max_tokens'"
             )
-        key = resolve_api_key(api_key, api_key_env, provider="OpenAIChatModel")
-        self.model = model
-        self.base_url = base_url or DEFAULT_BASE_URL
-        self.timeout = float(timeout)
-        self.total_timeout = total_timeout
         self.max_tokens = max_tokens
         self.max_tokens_field = max_tokens_field
         self.temperature = temperature
         self.stream = bool(stream)
         self.stream_usage = bool(stream_usage)
-        self.extra_body = dict(extra_body) if extra_body else None
-        self._label = f"OpenAI-compatible API at {self.base_url}"
-        try:
-            self._client = openai.AsyncOpenAI(
-                api_key=key,
-                base_url=self.base_url,
-                timeout=self.timeout,
-                max_retries=0,  # retries are bide's: visible, and under one backoff policy
-                default_headers=dict(extra_headers) if extra_headers else None,
-            )
-        except (openai.OpenAIError, ValueError, TypeError) as exc:
-            raise ConfigError(f"OpenAIChatModel: {exc}") from exc
+        self._connect(
+            provider="OpenAIChatModel",
+            label="OpenAI-compatible API",
+            model=model,
+            base_url=base_url or DEFAULT_BASE_URL,
+            api_key=api_key,
+            api_key_env=api_key_env,
+            timeout=timeout,
+            total_timeout=total_timeout,
+            extra_headers=extra_headers,
+            extra_body=extra_body,
+        )
 
-    async def complete(
-        self,
-        system_prompt: str | None,
-        messages: Sequence[Message],
-        tools: Sequence[ToolSpec],
-    ) -> AssistantTurn:
-        names = ToolNames(tools)
-        wire_messages = _encode_messages(system_prompt, messages, names)
-        wire_tools = [_encode_tool(spec, names) for spec in tools]
-        deadline = asyncio.timeout(self.total_timeout)
-        try:
-            async with deadline:
-                if self.stream:
-                    draft = await self._streamed(wire_messages, wire_tools)
-                else:
-                    draft = await self._whole(wire_messages, wire_tools)
-        except TimeoutError as exc:
-            if not deadline.expired():
-                raise
-            raise ModelError(
-                f"{self._label}: the turn did not finish within total_timeout="
-                f"{self.total_timeout}s",
-                retryable=True,
-            ) from exc
-        return draft.to_turn(names, CallIds(messages), self._label)
+    def _prepare(self, prompt: str | None, turns: Sequence[Message], names: ToolNames) -> Request:
+        wire_messages = _encode_messages(prompt, turns, names)
+        wire_tools = [_encode_tool(spec, names) for spec in names.specs]
+        send = self._streamed if self.stream else self._whole
+        return lambda: send(wire_messages, wire_tools)
 
     async def _streamed(
         self,
@@ -173,27 +140,18 @@ class OpenAIChatModel:
                 stream_options={"include_usage": True} if self.stream_usage else openai.omit,
             )
             async with stream:
-                content_type = stream.response.headers.get("content-type", "")
-                if not content_type.startswith("text/event-stream"):
-                    raise ModelError(
-                        f"{self._label} answered a streamed request with {content_type!r}, not "
-                        "an event stream; construct the model with stream=False for this server",
-                        retryable=False,
-                    )
+                self._require_event_stream(
+                    stream.response.headers,
+                    "; construct the model with stream=False for this server",
+                )
                 async for chunk in stream:
                     draft.add_chunk(chunk)
         except openai.OpenAIError as exc:
             raise self._error(exc) from exc
         except json.JSONDecodeError as exc:
-            raise ModelError(
-                f"{self._label} sent a stream event that is not JSON: {exc.msg}", retryable=True
-            ) from exc
+            raise self._not_json("sent a stream event", exc) from exc
         if draft.finish_reason is None:
-            raise ModelError(
-                f"{self._label}: the stream ended before the model finished its turn "
-                "(no finish_reason)",
-                retryable=True,
-            )
+            raise self._unfinished("finish_reason")
         return draft
 
     async def _whole(
@@ -208,9 +166,7 @@ class OpenAIChatModel:
         except openai.OpenAIError as exc:
             raise self._error(exc) from exc
         except json.JSONDecodeError as exc:
-            raise ModelError(
-                f"{self._label} answered with a body that is not JSON: {exc.msg}", retryable=True
-            ) from exc
+            raise self._not_json("answered with a body", exc) from exc
         draft = _Draft.from_completion(completion)
         if draft.finish_reason is None:
             raise ModelError(
@@ -238,16 +194,7 @@ class OpenAIChatModel:
             options["extra_headers"] = headers
         return options
 
-    def _error(self, exc: openai.OpenAIError) -> ModelError:
-        if isinstance(exc, openai.APITimeoutError):
-            return ModelError(
-                f"{self._label} stayed silent for longer than timeout={self.timeout}s",
-                retryable=True,
-            )
-        if isinstance(exc, openai.APIConnectionError):
-            cause = exc.__cause__
-            why = f"{type(cause).__name__}: {cause}" if cause is not None else exc.message
-            return ModelError(f"{self._label}: connection failed ({why})", retryable=True)
+    def _api_error(self, exc: Exception) -> ModelError | None:
         if isinstance(exc, openai.APIStatusError):
             return error_from_status(
                 self._label,
@@ -262,20 +209,7 @@ class OpenAIChatModel:
             return ModelError(
                 f"{self._label} reported an error mid-stream: {detail}", retryable=bool(kinds)
             )
-        return ModelError(f"{self._label}: {exc}", retryable=False)
-
-    async def aclose(self) -> None:
-        """Close the HTTP connections this model holds."""
-        await self._client.close()
-
-    async def __aenter__(self) -> OpenAIChatModel:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
-    def __repr__(self) -> str:
-        return f"OpenAIChatModel({self.model!r}, base_url={self.base_url!r})"
+        return None
 
 
 @dataclass
@@ -376,12 +310,7 @@ def _usage(usage: CompletionUsage) -> Usage:
 
 
 def _encode_tool(spec: ToolSpec, names: ToolNames) -> ChatCompletionFunctionToolParam:
-    function: dict[str, Any] = {
-        "name": names.to_wire(spec.name),
-        "parameters": json_schema(spec.input_schema),
-    }
-    if spec.description:
-        function["description"] = spec.description
+    function = tool_entry(spec, names, "parameters")
     return {"type": "function", "function": function}  # type: ignore[typeddict-item]
 
 

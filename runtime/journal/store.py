@@ -20,7 +20,7 @@ from typing import Any, Self
 import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
-from runtime.errors import ConfigError, FormatError, ProtocolError, StorageError
+from runtime.errors import ConfigError, CorruptJournal, StorageError
 from runtime.journal import schema
 from runtime.journal.migrate import ensure_schema, sqlite_path
 from runtime.journal.sqlite import (
@@ -193,19 +193,25 @@ def encode(payload: Any) -> str:
 
 
 def decode(codec: str, text: str, *, run_id: str, key: str, seq: int | None = None) -> Any:
+    """A stored payload as a value; ``CorruptJournal`` if the record cannot be read as written."""
     # Key and seq name the record, so an operator can find the damaged one in the file.
     where = f" (seq {seq})" if seq is not None else ""
     if codec != CODEC:
-        raise FormatError(
+        raise CorruptJournal(
             f"record {key!r} of run {run_id!r} was written with codec {codec!r}{where}; this "
             f"bide reads {CODEC!r} only",
             run_id=run_id,
+            key=key,
+            seq=seq,
         )
     try:
         return json.loads(text)
     except (TypeError, ValueError, RecursionError) as exc:  # TypeError: a number or blob
-        raise ProtocolError(
-            f"record {key!r} of run {run_id!r} is not valid JSON{where}: {exc}", run_id=run_id
+        raise CorruptJournal(
+            f"record {key!r} of run {run_id!r} is not valid JSON{where}: {exc}",
+            run_id=run_id,
+            key=key,
+            seq=seq,
         ) from exc
 
 
@@ -498,7 +504,8 @@ class SQLiteStore:
         """The run's records in commit order, those with ``seq > after`` only if given.
 
         The header is checked before any other record is decoded: a run in an unknown format
-        raises ``FormatError`` and nothing of it is returned.
+        raises ``FormatError`` and nothing of it is returned; so does a damaged record, with
+        ``CorruptJournal``.
         """
         if run_id not in self._verified and not await self.check_run(run_id):
             return []

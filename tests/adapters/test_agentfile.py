@@ -40,7 +40,7 @@ SCRIPT = [
 
 
 def stdio_server_toml() -> str:
-    server = ROOT / "tests" / "mcp" / "mcp_stdio_server.py"
+    server = ROOT / "tests" / "adapters" / "mcp" / "stdio_server.py"
     return f"""
 [[mcp]]
 name = "test"

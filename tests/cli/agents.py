@@ -205,13 +205,13 @@ asking = Agent(
 )
 
 
-# --- an MCP stdio server whose side effect hangs up (tests/mcp/test_mcp_end_to_end.py) -------
+# --- an MCP stdio server whose side effect hangs up (tests/adapters/mcp/test_end_to_end.py)
 
 
 @asynccontextmanager
 async def mcp_hangs_up() -> AsyncIterator[Agent]:
-    """An agent whose SIDE_EFFECT tool is `die` on tests/mcp/mcp_stdio_server.py: the server
-    records the call in $BIDE_TEST_RUNS, then exits without answering."""
+    """An agent whose SIDE_EFFECT tool is `die` on tests/adapters/mcp/stdio_server.py: the
+    server records the call in $BIDE_TEST_RUNS, then exits without answering."""
     import sys
 
     from mcp import StdioServerParameters
@@ -221,7 +221,7 @@ async def mcp_hangs_up() -> AsyncIterator[Agent]:
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     server = StdioServerParameters(
         command=sys.executable,
-        args=[os.path.join(here, "mcp", "mcp_stdio_server.py")],
+        args=[os.path.join(here, "adapters", "mcp", "stdio_server.py")],
         env={"BIDE_TEST_RUNS": os.environ["BIDE_TEST_RUNS"]},
     )
     script = [

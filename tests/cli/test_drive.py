@@ -15,7 +15,6 @@ from runtime import RunResult, RunStatus, Waiting
 from runtime.cli import drive
 from runtime.cli.base import Invocation, exit_code
 from runtime.cli.logs import configured
-from runtime.tools import idempotency_key_for
 from tests.cli.invoke import Cli, child
 
 RESULT_KEYS = {"run_id", "status", "output", "halts", "waiting", "usage", "turns", "error"}
@@ -171,7 +170,9 @@ def test_a_halted_run_exits_4_and_names_the_call_and_how_to_resolve_it(
     )
 
 
-def test_a_run_killed_after_its_charge_resumes_to_a_halt_and_charges_once(tmp_path: Path) -> None:
+def test_a_run_killed_after_its_charge_is_settled_by_its_reconciler_and_charges_once(
+    tmp_path: Path,
+) -> None:
     """The guarantee through the CLI: SIGKILL between the charge and its journal record."""
     db, ledger_file = str(tmp_path / "bide.db"), str(tmp_path / "ledger.db")
     ledger = PaymentsLedger(ledger_file)
@@ -191,33 +192,19 @@ def test_a_run_killed_after_its_charge_resumes_to_a_halt_and_charges_once(tmp_pa
     assert killed.code == -signal.SIGKILL, killed.err
     assert len(ledger.charges()) == 1
 
-    for _ in range(2):  # however often it is resumed, it halts and does not charge
-        halted = child("resume", "--db", db, "r", "--json", PAYMENTS_LEDGER=ledger_file)
-        assert halted.code == 4, halted.err
-        assert [h["call_id"] for h in halted.json()["halts"]] == ["c3"]
-        assert len(ledger.charges()) == 1
-
-    charge = ledger.find_charge(idempotency_key_for("r", "c3"))
-    assert charge is not None
-    resolved = child(
-        "resolve",
-        "--db",
-        db,
-        "r",
-        "c3",
-        "--succeeded",
-        json.dumps(charge),
-        "--by",
-        "test",
-        PAYMENTS_LEDGER=ledger_file,
-    )
-    assert resolved.code == 0, resolved.err
+    # The charge halts, and its declared reconciler finds it in the ledger by its key: the
+    # resume settles it and completes, charging nothing more.
     finished = child("resume", "--db", db, "r", PAYMENTS_LEDGER=ledger_file)
     assert (finished.code, finished.out) == (
         0,
         "Charged ann 12.00 for the May invoice on her card on file.\n",
-    )
+    ), finished.err
     assert len(ledger.charges()) == 1
+    shown = child("show", "--db", db, "r", "--json").json()
+    (resolved,) = [e for e in shown["events"] if e["kind"] == "result" and e["call_id"] == "c3"]
+    assert resolved["payload"]["resolved"]["by"] == "reconciler find_charge"
+    again = child("resolve", "--db", db, "r", "c3", "--not-executed")
+    assert again.code == 2  # settled: a different resolution is refused
 
 
 def test_a_run_killed_after_a_turn_was_recorded_resumes_to_completion(db_path: Path) -> None:

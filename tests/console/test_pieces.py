@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import types
 from pathlib import Path
 
-from runtime import console
 from runtime.console.chart import BUCKETS, ages, chart
 from runtime.console.html import Html, esc, join
 from runtime.console.pages import durations
@@ -83,18 +81,6 @@ def test_the_core_never_imports_the_console_and_the_cli_loads_it_only_for_its_co
     )
     done = run_child(code)
     assert done.returncode == 0, done.stderr
-
-
-def test_the_console_exports_exactly_its_sorted_all() -> None:
-    names = console.__all__
-    # Sorted as the linter sorts it: constants, then classes, then functions.
-    assert names == sorted(names, key=lambda n: (not n.isupper(), not n[:1].isupper(), n))
-    public = {
-        n
-        for n, v in vars(console).items()
-        if not n.startswith("_") and not isinstance(v, types.ModuleType)
-    }
-    assert public == set(names)
 
 
 async def test_each_call_shows_how_long_it_took_from_its_marker_or_its_turn(

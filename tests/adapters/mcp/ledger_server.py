@@ -1,4 +1,5 @@
-"""A payments server over MCP stdio: ``python -m tests.adapters.ledger_server`` (LEDGER: a file).
+"""A payments server over MCP stdio, ``python -m tests.adapters.mcp.ledger_server`` (LEDGER: a
+file).
 
 ``charge`` writes one ledger line per charge with the idempotency key the host sent in ``_meta``;
 ``find_charge`` looks a charge up by that key and answers by the lookup convention of

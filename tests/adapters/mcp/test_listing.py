@@ -7,11 +7,11 @@ from typing import Any
 import mcp.types as types
 import pytest
 from mcp.server import Server
-from mcpkit import OBJECT, RawServer
 
 from adapters.mcp import DEFAULT_MAX_DESCRIPTION_BYTES, MAX_LIST_PAGES, connect, tools
 from runtime import ConfigError, ProtocolError, single_approval
 from runtime.approval import ApprovalPolicy
+from tests.adapters.mcp.kit import OBJECT, RawServer
 
 
 def paged_server(pages: dict[str | None, tuple[list[types.Tool], str | None]]) -> Server[Any]:

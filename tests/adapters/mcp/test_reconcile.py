@@ -20,7 +20,7 @@ def test_a_charge_killed_after_the_server_took_it_is_settled_by_the_servers_look
     tmp_path: Path,
 ) -> None:
     db, ledger = tmp_path / "bide.db", tmp_path / "ledger"
-    spec = "tests.adapters.ledger_agent:paired"
+    spec = "tests.adapters.mcp.ledger_agent:paired"
     killed = child(
         "run", "--db", str(db), "--agent", spec, "--run-id", "r", "go",
         LEDGER=str(ledger), BIDE_CRASH="tool.after_call",
@@ -108,7 +108,7 @@ script = "s.json"
 [[mcp]]
 name = "ledger"
 command = "python"
-args = ["-m", "tests.adapters.ledger_server"]
+args = ["-m", "tests.adapters.mcp.ledger_server"]
 safety = {{ find_charge = "read_only" }}
 reconcile = {{ {reconcile} }}
 env = {{ PYTHONPATH = {json.dumps(str(ROOT))}, LEDGER = {json.dumps(str(tmp_path / "l"))} }}

@@ -6,10 +6,10 @@ from typing import Any
 
 import mcp.types as types
 import pytest
-from mcpkit import OBJECT, Scripted, text
 
 from adapters.mcp import connect, tools
 from runtime import Safety, ToolError
+from tests.adapters.mcp.kit import OBJECT, Scripted, text
 
 HINTS: dict[str, types.ToolAnnotations | None] = {
     "none": None,

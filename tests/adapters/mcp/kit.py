@@ -26,18 +26,18 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.message import SessionMessage
 
 HERE = Path(__file__).resolve().parent
-STDIO_SERVER = HERE / "mcp_stdio_server.py"
+STDIO_SERVER = HERE / "stdio_server.py"
 
 OBJECT: dict[str, Any] = {"type": "object", "properties": {}}
 
 
 def stdio_params(*args: str, env: dict[str, str] | None = None) -> StdioServerParameters:
-    """Run ``mcp_stdio_server.py`` with this interpreter."""
+    """Run ``stdio_server.py`` with this interpreter."""
     return StdioServerParameters(command=sys.executable, args=[str(STDIO_SERVER), *args], env=env)
 
 
 def hostile_params(*args: str, env: dict[str, str] | None = None) -> StdioServerParameters:
-    """Run ``mcp_stdio_server.py`` with its misbehaving tools listed too."""
+    """Run ``stdio_server.py`` with its misbehaving tools listed too."""
     return stdio_params(*args, env={"BIDE_TEST_HOSTILE": "1", **(env or {})})
 
 

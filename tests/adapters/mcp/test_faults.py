@@ -5,10 +5,10 @@ from __future__ import annotations
 import anyio
 import mcp.types as types
 import pytest
-from mcpkit import RawServer
 
 from adapters.mcp import connect, tools
 from runtime import ToolContext, ToolError, ToolOutcomeUnknown
+from tests.adapters.mcp.kit import RawServer
 
 
 async def test_a_connection_lost_after_the_request_left_is_outcome_unknown() -> None:

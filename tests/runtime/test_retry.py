@@ -144,3 +144,45 @@ async def test_cancelling_during_a_backoff_wait_stops_retrying() -> None:
 def test_retrying_model_refuses_what_is_not_a_model() -> None:
     with pytest.raises(ConfigError):
         RetryingModel(object())  # type: ignore[arg-type]
+
+
+def test_a_retry_after_in_the_past_is_no_wait_at_all() -> None:
+    assert RetryPolicy().delay(1, retry_after=-3.0) == 0.0
+    assert RetryPolicy().delay(1, retry_after=0.0) == 0.0
+
+
+async def test_retrying_model_gives_up_after_max_attempts_with_the_last_error() -> None:
+    errors = [ModelError(f"overloaded {n}", retryable=True) for n in range(1, 4)]
+    inner = FailingThenAnswering(*errors)
+    waits: list[float] = []
+
+    async def sleep(delay: float) -> None:
+        waits.append(delay)
+
+    model = RetryingModel(inner, RetryPolicy(max_attempts=3), sleep=sleep, rng=random.Random(1))
+    with pytest.raises(ModelError) as caught:
+        await model.complete(None, [UserMessage("hi")], [])
+    assert caught.value is errors[2]
+    assert (inner.calls, len(waits)) == (3, 2)
+
+
+async def test_retrying_model_waits_a_servers_retry_after_and_stops_at_one_too_long() -> None:
+    soon = ModelError("rate limited", retryable=True, retry_after=7.5, status_code=429)
+    late = ModelError("rate limited", retryable=True, retry_after=900.0, status_code=429)
+    inner = FailingThenAnswering(soon, late)
+    waits: list[float] = []
+
+    async def sleep(delay: float) -> None:
+        waits.append(delay)
+
+    model = RetryingModel(inner, RetryPolicy(max_attempts=5, max_retry_after=300.0), sleep=sleep)
+    with pytest.raises(ModelError) as caught:
+        await model.complete(None, [UserMessage("hi")], [])
+    assert caught.value is late
+    assert (inner.calls, waits) == (2, [7.5])
+
+
+def test_a_model_without_a_policy_gets_the_model_default_of_five_attempts() -> None:
+    model = RetryingModel(FailingThenAnswering())
+    assert model.retry.max_attempts == 5
+    assert model.retry.delay(5) is None and model.retry.delay(4) is not None

@@ -10,7 +10,6 @@ from typing import Any
 import anyio
 import mcp
 import pytest
-from mcpkit import RawServer
 
 from adapters.mcp import (
     DEFAULT_CALL_TIMEOUT,
@@ -20,6 +19,7 @@ from adapters.mcp import (
     tools,
 )
 from runtime import ConfigError, ProtocolError
+from tests.adapters.mcp.kit import RawServer
 
 MUTE = mcp.StdioServerParameters(command=sys.executable, args=["-c", "import time; time.sleep(60)"])
 

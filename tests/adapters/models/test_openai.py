@@ -6,8 +6,12 @@ import json
 from typing import Any
 
 import pytest
-from conftest import Models
-from provider_server import (
+
+from adapters.models.openai import OpenAIChatModel
+from runtime.errors import ConfigError, ModelError
+from runtime.messages import AssistantTurn, ToolCall, ToolResultMessage, Usage, UserMessage
+from tests.adapters.models.conftest import ADD, HELLO, READ, READ_WIRE, Models
+from tests.adapters.models.provider_server import (
     JSONReply,
     ProviderServer,
     SSEReply,
@@ -15,29 +19,6 @@ from provider_server import (
     openai_events,
     openai_text_stream,
 )
-
-from adapters.models._wire import wire_name
-from adapters.models.openai import OpenAIChatModel
-from runtime.errors import ConfigError, ModelError
-from runtime.messages import AssistantTurn, ToolCall, ToolResultMessage, Usage, UserMessage
-from runtime.tools import ToolSpec
-
-ADD = ToolSpec(
-    "add",
-    "Add two numbers",
-    {
-        "type": "object",
-        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-        "required": ["a", "b"],
-    },
-)
-READ = ToolSpec(
-    "files.read",
-    "Read a file",
-    {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
-)
-READ_WIRE = wire_name("files.read")
-HELLO = [UserMessage("hi")]
 
 
 def tool_delta(
@@ -386,23 +367,6 @@ async def test_missing_and_reused_call_ids_are_replaced_by_fresh_unique_ones(
     assert ids[1]
     assert ids[2] == "call_9"
     assert len(set(ids)) == 3
-
-
-async def test_api_key_comes_from_the_named_environment_variable(
-    server: ProviderServer, models: Models, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("BIDE_TEST_OPENAI_KEY", "sk-from-env")
-    server.script(openai_text_stream())
-    await models.openai(api_key=None, api_key_env="BIDE_TEST_OPENAI_KEY").complete(None, HELLO, [])
-    assert server.received[0].headers["authorization"] == "Bearer sk-from-env"
-
-
-def test_missing_api_key_is_a_config_error_naming_the_variable(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.delenv("BIDE_TEST_OPENAI_KEY", raising=False)
-    with pytest.raises(ConfigError, match="BIDE_TEST_OPENAI_KEY"):
-        OpenAIChatModel("gpt-test", api_key_env="BIDE_TEST_OPENAI_KEY")
 
 
 @pytest.mark.parametrize(

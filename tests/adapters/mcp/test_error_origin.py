@@ -3,23 +3,18 @@ transport is an unknown outcome. Told apart by where the error came from, never 
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx2
 import mcp.types as types
 import pytest
-from mcpkit import STDIO_SERVER, RawHTTPServer, hostile_params
 
 from adapters.mcp import connect, tools
 from adapters.mcp.http import _WitnessedStream
 from runtime import ToolContext, ToolError, ToolOutcomeUnknown
+from tests.adapters.mcp.kit import RawHTTPServer, hostile_params
 
 # The codes the SDK also makes up for a lost answer, each with the SDK's own wording where it
 # has one: sent by a server, every one of them is still the server's definite "no".
@@ -76,41 +71,10 @@ async def test_a_stdio_connection_the_client_saw_close_mid_call_is_unknown(tmp_p
             await by_name["die"].call({}, side_effect())
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-@pytest.fixture
-def http_server() -> Iterator[str]:
-    port = _free_port()
-    child = subprocess.Popen(
-        [sys.executable, str(STDIO_SERVER), "http", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "BIDE_TEST_HOSTILE": "1"},
-    )
-    try:
-        for _ in range(400):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-                break
-            except OSError:
-                if child.poll() is not None:
-                    raise RuntimeError("the HTTP test server exited") from None
-                time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        child.terminate()
-        child.wait(timeout=10)
-
-
 async def test_an_error_a_streamable_http_server_sent_is_a_definite_failure_whatever_its_code(
-    http_server: str,
+    hostile_http_server: str,
 ) -> None:
-    assert_definite(await refused(http_server))
+    assert_definite(await refused(hostile_http_server))
 
 
 async def test_an_http_500_without_a_json_rpc_error_is_unknown_though_the_sdk_says_32603() -> None:

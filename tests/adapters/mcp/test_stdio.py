@@ -13,13 +13,13 @@ from pathlib import Path
 import anyio
 import mcp
 import pytest
-from mcpkit import STDIO_SERVER, hostile_params
 
 from adapters.mcp import DEFAULT_MAX_LINE_BYTES, connect, tools
 from adapters.mcp.stdio import HOST_GONE_GRACE, escape_for_terminal
 from runtime import ProtocolError, ToolContext, ToolError, ToolOutcomeUnknown
+from tests.adapters.mcp.kit import STDIO_SERVER, hostile_params
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def side_effect(call_id: str = "call-1") -> ToolContext:
@@ -105,12 +105,11 @@ def test_escape_for_terminal_escapes_controls_and_bidi_and_keeps_other_text() ->
 
 HOST = """
 import asyncio, sys
-sys.path.insert(0, sys.argv[1])
-from mcpkit import STDIO_SERVER, hostile_params
+from tests.adapters.mcp.kit import STDIO_SERVER, hostile_params
 from adapters.mcp import connect, tools
 
 async def main():
-    async with connect(hostile_params(env={"BIDE_TEST_RUNS": sys.argv[2]})) as session:
+    async with connect(hostile_params(env={"BIDE_TEST_RUNS": sys.argv[1]})) as session:
         by_name = {t.spec.name: t for t in await tools(session)}
         await by_name["nap"].call({"seconds": 120})
 
@@ -131,7 +130,7 @@ def test_a_host_ended_by_sigterm_takes_its_stdio_servers_with_it(tmp_path: Path)
     """The server naps, deaf to its stdin closing; it is ended within the grace after its host."""
     runs = tmp_path / "runs"
     host = subprocess.Popen(
-        [sys.executable, "-c", HOST, str(Path(__file__).parent), str(runs)],
+        [sys.executable, "-c", HOST, str(runs)],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )

@@ -11,14 +11,11 @@ import socket
 import time
 
 import pytest
-from conftest import Dialect
-from provider_server import JSONReply, ProviderServer, Silence, SSEReply
 
 from runtime.errors import ModelError
-from runtime.messages import UserMessage
 from runtime.retry import RetryingModel, RetryPolicy
-
-HELLO = [UserMessage("hi")]
+from tests.adapters.models.conftest import HELLO, Dialect
+from tests.adapters.models.provider_server import JSONReply, ProviderServer, Silence, SSEReply
 
 
 def error_reply(status: int, message: str = "slow down", **headers: str) -> JSONReply:

@@ -1,6 +1,6 @@
 """An agent whose charge is an MCP tool paired with its server's lookup tool.
 
-``tests.adapters.ledger_agent:paired``: the server runs over stdio for the length of a drive.
+``tests.adapters.mcp.ledger_agent:paired``: the server runs over stdio for the length of a drive.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ SCRIPT = [
 @asynccontextmanager
 async def paired() -> AsyncIterator[Agent]:
     server = StdioServerParameters(
-        command=sys.executable, args=["-m", "tests.adapters.ledger_server"], env=_env()
+        command=sys.executable, args=["-m", "tests.adapters.mcp.ledger_server"], env=_env()
     )
     async with mcp.connect(server, name="ledger") as session:
         tools = await mcp.tools(

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 from mcp.server.mcpserver import MCPServer
-from mcpkit import handshake_era, stalls_after_answering
-from test_mcp_elicitation import greeter
 
 from adapters.mcp import ElicitationAnswer, ElicitationRequest, connect, decline_elicitation, tools
 from runtime import Agent, Journal, RunStatus, Safety
 from runtime.testing import ScriptedModel
+from tests.adapters.mcp.kit import handshake_era, stalls_after_answering
+from tests.adapters.mcp.test_elicitation import greeter
 
 ERAS: dict[str, Callable[[Any], Any]] = {"handshake": handshake_era, "2026": lambda s: s}
 SCRIPT = [{"tool_calls": [{"id": "c1", "name": "greet", "arguments": {}}]}, {"text": "greeted"}]

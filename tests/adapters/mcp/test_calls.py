@@ -13,7 +13,6 @@ import pytest
 from mcp import MCPError
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError as ServerToolError
-from mcpkit import OBJECT, Scripted, text
 from pydantic import BaseModel
 
 from adapters.mcp import (
@@ -32,6 +31,8 @@ from runtime import (
     ToolError,
     ToolOutcomeUnknown,
 )
+from runtime.tools import enforces_timeout, tool
+from tests.adapters.mcp.kit import OBJECT, Scripted, text
 
 
 def context(safety: Safety = Safety.SIDE_EFFECT) -> ToolContext:
@@ -338,3 +339,22 @@ async def test_returned_tools_satisfy_the_tool_protocol() -> None:
     async with connect(adder()) as session:
         (add,) = await tools(session)
     assert isinstance(add, Tool)
+
+
+async def test_an_mcp_tool_declares_it_enforces_its_own_timeout_and_a_function_tool_does_not() -> (
+    None
+):
+    """The agent reads the declaration to leave an MCP call without a second deadline."""
+    async with connect(adder()) as session:
+        (add,) = await tools(session)
+    assert enforces_timeout(add) is True
+
+    @tool
+    async def plain() -> None:
+        """Nothing."""
+
+    class Claims:
+        enforces_timeout = "yes"  # anything but True is no declaration
+
+    assert enforces_timeout(plain) is False
+    assert enforces_timeout(Claims()) is False

@@ -6,17 +6,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import Models
-from provider_server import (
+
+from runtime import Agent, Journal, RunStatus, Safety, StorageError, tool
+from tests.adapters.models.conftest import Models
+from tests.adapters.models.provider_server import (
     ProviderServer,
     SSEReply,
     anthropic_events,
     anthropic_text_stream,
     openai_text_stream,
 )
-from test_openai_model import calls_stream, tool_delta
-
-from runtime import Agent, Journal, RunStatus, Safety, StorageError, tool
+from tests.adapters.models.test_openai import calls_stream, tool_delta
 from tests.helpers import inject
 
 

@@ -5,8 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import Models
-from provider_server import (
+
+from adapters.models.anthropic import AnthropicModel
+from runtime.errors import ConfigError, ModelError
+from runtime.messages import AssistantTurn, ToolCall, ToolResultMessage, Usage, UserMessage
+from tests.adapters.models.conftest import ADD, HELLO, READ, READ_WIRE, Models
+from tests.adapters.models.provider_server import (
     JSONReply,
     ProviderServer,
     SSEReply,
@@ -14,29 +18,6 @@ from provider_server import (
     anthropic_events,
     anthropic_text_stream,
 )
-
-from adapters.models._wire import wire_name
-from adapters.models.anthropic import AnthropicModel
-from runtime.errors import ConfigError, ModelError
-from runtime.messages import AssistantTurn, ToolCall, ToolResultMessage, Usage, UserMessage
-from runtime.tools import ToolSpec
-
-ADD = ToolSpec(
-    "add",
-    "Add two numbers",
-    {
-        "type": "object",
-        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-        "required": ["a", "b"],
-    },
-)
-READ = ToolSpec(
-    "files.read",
-    "Read a file",
-    {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
-)
-READ_WIRE = wire_name("files.read")
-HELLO = [UserMessage("hi")]
 
 
 async def test_streamed_tool_use_keeps_ids_parses_input_and_reports_usage(
@@ -309,24 +290,6 @@ async def test_reused_tool_use_id_is_replaced_by_a_fresh_one(
     (call,) = turn.tool_calls
     assert call.id != "toolu_A"
     assert call.id
-
-
-async def test_api_key_comes_from_the_named_environment_variable(
-    server: ProviderServer, models: Models, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("BIDE_TEST_ANTHROPIC_KEY", "sk-ant-from-env")
-    server.script(anthropic_text_stream())
-    model = models.anthropic(api_key=None, api_key_env="BIDE_TEST_ANTHROPIC_KEY")
-    await model.complete(None, HELLO, [])
-    assert server.received[0].headers["authorization"] == "Bearer sk-ant-from-env"
-
-
-def test_missing_api_key_is_a_config_error_naming_the_variable(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.delenv("BIDE_TEST_ANTHROPIC_KEY", raising=False)
-    with pytest.raises(ConfigError, match="BIDE_TEST_ANTHROPIC_KEY"):
-        AnthropicModel("claude-test", api_key_env="BIDE_TEST_ANTHROPIC_KEY")
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""Fixtures for the model adapters: a scripted provider server, and models pointed at it."""
+"""Fixtures for the model adapters: a scripted provider server, models pointed at it, and the
+tools and messages the tests of both providers send."""
 
 from __future__ import annotations
 
@@ -7,10 +8,35 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from provider_server import ProviderServer, Reply, anthropic_text_stream, openai_text_stream
 
+from adapters.models._wire import wire_name
 from adapters.models.anthropic import AnthropicModel
 from adapters.models.openai import OpenAIChatModel
+from runtime.messages import UserMessage
+from runtime.tools import ToolSpec
+from tests.adapters.models.provider_server import (
+    ProviderServer,
+    Reply,
+    anthropic_text_stream,
+    openai_text_stream,
+)
+
+ADD = ToolSpec(
+    "add",
+    "Add two numbers",
+    {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        "required": ["a", "b"],
+    },
+)
+READ = ToolSpec(
+    "files.read",
+    "Read a file",
+    {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+)
+READ_WIRE = wire_name("files.read")
+HELLO = [UserMessage("hi")]
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ import pytest
 from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.resolve import Elicit, Resolve
-from mcpkit import Scripted, handshake_era
 from pydantic import BaseModel
 
 import runtime
@@ -24,6 +23,7 @@ from adapters.mcp import (
     tools,
 )
 from runtime import ToolContext, ToolOutcomeUnknown
+from tests.adapters.mcp.kit import Scripted, handshake_era
 
 ERAS: dict[str, tuple[Callable[[MCPServer], Any], str]] = {
     "handshake": (handshake_era, "2025-11-25"),

@@ -4,13 +4,32 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import Dialect, Models
-from provider_server import JSONReply, ProviderServer
+import pytest
 
 from runtime import Agent, Journal, ModelError, RetryPolicy, RunStatus
+from runtime.errors import ConfigError
 from runtime.timeline import render, timeline
+from tests.adapters.models.conftest import HELLO, Dialect, Models
+from tests.adapters.models.provider_server import JSONReply, ProviderServer
 
 KEY = "sk-live-0123456789abcdefXYZ"
+
+
+async def test_api_key_comes_from_the_named_environment_variable(
+    server: ProviderServer, dialect: Dialect, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BIDE_TEST_API_KEY", "sk-from-env")
+    server.script(dialect.text_reply())
+    await dialect.make(api_key=None, api_key_env="BIDE_TEST_API_KEY").complete(None, HELLO, [])
+    assert server.received[0].headers["authorization"] == "Bearer sk-from-env"
+
+
+def test_missing_api_key_is_a_config_error_naming_the_variable(
+    dialect: Dialect, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("BIDE_TEST_API_KEY", raising=False)
+    with pytest.raises(ConfigError, match="BIDE_TEST_API_KEY"):
+        dialect.make(api_key=None, api_key_env="BIDE_TEST_API_KEY")
 
 
 async def test_a_key_echoed_in_a_401_body_is_not_journaled_shown_or_raised(

@@ -6,13 +6,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import Models
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from provider_server import ProviderServer, anthropic_text_stream, openai_text_stream
 
 from runtime import Agent, Journal, Model, RunStatus, tracing
+from tests.adapters.models.conftest import Models
+from tests.adapters.models.provider_server import (
+    ProviderServer,
+    anthropic_text_stream,
+    openai_text_stream,
+)
 
 
 @pytest.fixture
