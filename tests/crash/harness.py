@@ -542,7 +542,8 @@ class _Attempt:
             "result.after_record": results >= k,
             "end.before_marker": len(state.turns) == len(agents.SCRIPTS[self.s.script])
             and state.end is None,
-            "writer.after_commit": records >= 1,
+            # A drive's first commit is its lease's, which holds no record.
+            "writer.after_commit": k == 1 or records >= 1,
             "write.before_commit": records < k,
             "write.after_commit": records >= k,
         }.get(name, True)
