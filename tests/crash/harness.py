@@ -41,6 +41,11 @@ SIGKILLED = -signal.SIGKILL
 JOBS = int(os.environ.get("BIDE_CRASH_JOBS", "0")) or max(2, os.cpu_count() or 2)
 ANCHORS = ('"event": "run_started"', '"event": "run_resumed"', '"event": "drive_started"')
 """Log lines after which a child is driving: random kills are timed from the first of them."""
+NOT_BY_A_DRIVE = frozenset({"header", "decision", "answer", "cancel", "reconcile"})
+"""Record kinds the store, a person's verb or a reconciler outside a drive may write under no
+lease (so may resolutions: results whose payload says ``resolved``)."""
+IDLE = ('"event": "worker_idle"', '"event": "worker_stopped"')
+"""A worker's lines once it drives nothing: not part of how long a clean drive takes."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,12 @@ class Schedule:
     expect: frozenset[str] = frozenset()
     """What must be seen, so that a pass is not vacuous: halt, rerun, retry, outlived."""
     mutant: str | None = None
+    workers: int = 0
+    """More than none: the runs are submitted, and that many ``python -m runtime worker``
+    processes drive them, each restarted when it is killed (``tests/crash/workers.py``)."""
+    hosts: bool = False
+    """Each worker claims to be on its own machine (``BIDE_HOST``): a killed worker's leases
+    are taken over when they expire, not at once because its pid is gone."""
 
     @property
     def spec(self) -> str:
@@ -156,9 +167,12 @@ class Harness:
     def __init__(self, base: Path, *, jobs: int = JOBS):
         self.base = base
         self.slots = asyncio.Semaphore(jobs)
-        self._durations: dict[tuple[str, str, float, int], tuple[float, float]] = {}
-        self._measuring: dict[tuple[str, str, float, int], asyncio.Lock] = {}
+        self._durations: dict[tuple[str, str, float, int, int, bool], tuple[float, float]] = {}
+        self._measuring: dict[tuple[str, str, float, int, int, bool], asyncio.Lock] = {}
         self.clean: list[Outcome] = []
+        self.creating = asyncio.Lock()
+        """Held while this process creates a journal: two Alembic upgrades in one process must
+        not overlap (``test_migrations_at_once.py``)."""
 
     async def run_all(self, schedules: Sequence[Schedule]) -> list[Outcome]:
         return list(await asyncio.gather(*(self.run(s) for s in schedules)))
@@ -166,19 +180,28 @@ class Harness:
     async def run(self, schedule: Schedule) -> Outcome:
         directory = self.base / _slug(f"{schedule.name}-{schedule.mutant or 'sound'}")
         directory.mkdir(parents=True, exist_ok=False)
-        return await _Attempt(self, schedule, directory).go()
+        return await _attempt(self, schedule, directory).go()
 
     async def clean_seconds(self, schedule: Schedule) -> tuple[float, float]:
         """How long a clean drive of this configuration takes: from spawn to exit, and from its
         first driving log line to its last (measured once, by a clean schedule that is checked
         like any other)."""
-        key = (schedule.transport, schedule.script, schedule.jitter_ms, schedule.runs)
+        key = (
+            schedule.transport,
+            schedule.script,
+            schedule.jitter_ms,
+            schedule.runs,
+            schedule.workers,
+            schedule.hosts,
+        )
         lock = self._measuring.setdefault(key, asyncio.Lock())
         async with lock:
             if key not in self._durations:
                 clean = dataclasses.replace(
                     schedule,
-                    name=f"clean {schedule.transport} {schedule.script} x{schedule.runs}",
+                    name=f"clean {schedule.transport} {schedule.script} x{schedule.runs}"
+                    + (f" by {schedule.workers} workers" if schedule.workers else "")
+                    + (" on their own hosts" if schedule.hosts else ""),
                     crash=None,
                     kills=0,
                     kill_on_begun=None,
@@ -187,13 +210,22 @@ class Harness:
                     expect=frozenset(),
                     mutant=None,
                 )
-                attempt = _Attempt(self, clean, self.base / _slug(clean.name))
+                attempt = _attempt(self, clean, self.base / _slug(clean.name))
                 attempt.directory.mkdir(parents=True, exist_ok=False)
                 outcome = await attempt.go()
                 self.clean.append(outcome)
                 wall, active = attempt.first_clean or (1.0, 0.05)
                 self._durations[key] = (wall, max(active, 0.05))
             return self._durations[key]
+
+
+def _attempt(harness: Harness, schedule: Schedule, directory: Path) -> _Attempt:
+    if not schedule.workers:
+        return _Attempt(harness, schedule, directory)
+    # Imported here: the worker schedules build on this module's _Attempt.
+    from tests.crash.workers import WorkerAttempt
+
+    return WorkerAttempt(harness, schedule, directory)
 
 
 def _slug(text: str) -> str:
@@ -220,6 +252,9 @@ class _Attempt:
         self.resolve_crashes = list(schedule.resolve_crashes)
         self.halted_seen: set[tuple[str, str, object]] = set()
         """(run, call, attempt or driver) of every halt seen."""
+        self.prior_records = 0
+        """Records committed before the first armed child started (a submitted run's header
+        and start): its K-th write is the journal's (prior + K)-th record."""
         self.settings = agents.Settings(
             ledger=str(self.ledger_path),
             jitter_ms=schedule.jitter_ms,
@@ -328,10 +363,13 @@ class _Attempt:
         kill: float | None = None,
         on_begun: tuple[str, str] | None = None,
         slot: bool = True,
+        extra_env: dict[str, str] | None = None,
+        measure: bool = True,
     ) -> Child:
         self.children += 1
         name = f"{self.children:02d}-{label}"
         env = child_env(**self.settings.to_env(), CRASH_SERVER_LOCK=str(self.lock))
+        env.update(extra_env or {})
         env.pop("BIDE_DB", None)
         if crash:
             env["BIDE_CRASH"] = crash
@@ -374,7 +412,7 @@ class _Attempt:
                     killed_at = await killer
                 except asyncio.CancelledError:
                     killed_at = None
-        if self.first_clean is None and code == 0 and kill is None and crash is None:
+        if measure and self.first_clean is None and code == 0 and kill is None and not crash:
             self.first_clean = (wall, _active_seconds(err_path) or 0.05)
         if killed_at is not None:
             self.kill_times.append(killed_at)
@@ -484,7 +522,7 @@ class _Attempt:
         state = await self._state(run_id)
         name, _, hit = crash.partition("@")
         k = int(hit or 1)
-        records = len(state.records)  # the header too
+        records = len(state.records) - self.prior_records  # the header too
         markers = sum(len(c.markers) for c in state.calls.values())
         results = sum(len(c.results) for c in state.calls.values())
         executions = self.ledger.executions(run_id)
@@ -504,7 +542,8 @@ class _Attempt:
             "result.after_record": results >= k,
             "end.before_marker": len(state.turns) == len(agents.SCRIPTS[self.s.script])
             and state.end is None,
-            "writer.after_commit": records >= 1,
+            # A drive's first commit is its lease's, which holds no record.
+            "writer.after_commit": k == 1 or records >= 1,
             "write.before_commit": records < k,
             "write.after_commit": records >= k,
         }.get(name, True)
@@ -655,6 +694,7 @@ class _Attempt:
         for run_id in self.s.run_ids:
             state = await self._state(run_id)  # loads and parses every record
             self._check_run(run_id, state)
+            self._check_epochs(run_id, state)
             await self._resume_adds_nothing(run_id, "completed")
             row = await journal.run_row(run_id)
             if self.s.drivers == 1 and (row is None or row.status != "completed"):
@@ -688,6 +728,26 @@ class _Attempt:
                 o.violate(f"{run_id}: {e.call_id} executed and no recorded turn asked for it")
             if alone and state.end is not None and e.started_ms > state.end.created_ms:
                 o.violate(f"{run_id}/{e.call_id} ran after the run ended")
+
+    def _check_epochs(self, run_id: str, state: RunState) -> None:
+        """One owner at a time, from the records alone: every record a drive writes carries its
+        lease's epoch, and in commit order a run's epochs never go back (an older owner never
+        wrote after a newer one took the run over)."""
+        newest = 0
+        for r in sorted(state.records, key=lambda r: r.seq):
+            epoch = r.payload.get("epoch") if isinstance(r.payload, dict) else None
+            leaseless = r.kind in NOT_BY_A_DRIVE or (r.kind == "result" and "resolved" in r.payload)
+            if leaseless and epoch is None:
+                continue
+            if not isinstance(epoch, int) or isinstance(epoch, bool):
+                self.outcome.violate(f"{run_id}: its {r.key} record carries no lease epoch")
+            elif epoch < newest:
+                self.outcome.violate(
+                    f"{run_id}: {r.key} was written under epoch {epoch} after epoch {newest} "
+                    "had written: two owners drove the run at once"
+                )
+            else:
+                newest = epoch
 
     def _check_call(
         self,
@@ -810,7 +870,7 @@ def _active_seconds(path: Path) -> float | None:
     """Seconds from a child's first driving log line to its last one, by their timestamps."""
     stamps: list[float] = []
     for line in path.read_text().splitlines():
-        if not line.startswith("{"):
+        if not line.startswith("{") or any(e in line for e in IDLE):
             continue
         if stamps or any(a in line for a in ANCHORS):
             stamp = json.loads(line).get("timestamp")

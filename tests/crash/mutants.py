@@ -1,9 +1,10 @@
 """Deliberately broken runtimes, made in the child process before the CLI runs: each must be caught.
 
 ``apply(name)`` patches bide at a public seam (``SQLiteStore.append``, ``SQLiteStore.load``, the
-``idempotency_key_for`` as the drive looks it up, the writer's database driver) and never edits
-a file. A seam that is gone makes the child print ``MUTANT-SEAM-MISSING`` and exit 70, which fails
-the suite loudly instead of letting the mutant pass for the sound runtime.
+``idempotency_key_for`` as the drive looks it up, the writer's database driver, the store's lease
+methods) and never edits a file. A seam that is gone makes the child print
+``MUTANT-SEAM-MISSING`` and exit 70, which fails the suite loudly instead of letting the mutant
+pass for the sound runtime.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ import uuid
 from typing import Any
 
 from runtime import records as R
+from runtime.errors import RunBusy
 from runtime.journal.sqlite import writer as journal_writer
 from runtime.journal.store import SQLiteStore
+from runtime.ownership import Lease
 from runtime.records import Appended, Record
 from tests.crash.ledger import now_ms
 
@@ -29,6 +32,7 @@ MUTANTS: dict[str, str] = {
     "marker_never_started": "(c) a marker without a result is treated as never started",
     "rederived_keys": "(d) idempotency keys are re-derived on every attempt",
     "ack_before_commit": "(e) the writer tells its callers before it commits",
+    "skip_lease_check": "(f) the lease check is skipped: a held run is granted, appends unfenced",
 }
 
 _fake_seq = itertools.count(1)
@@ -139,12 +143,64 @@ def _ack_before_commit() -> None:
     journal_writer.sqlite3 = _Driver()  # type: ignore[assignment]
 
 
+def _skip_lease_check() -> None:
+    """Every drive gets the lease, whoever holds it (as if its holder were gone: the epoch is
+    bumped), a worker is shown every unfinished run as free, a heartbeat never learns of a
+    takeover, and the store takes every append whatever epoch it carries."""
+    real_acquire = SQLiteStore.acquire
+    real_append = SQLiteStore.append
+    real_update_index = SQLiteStore.update_index
+    real_create_run = SQLiteStore.create_run
+
+    async def acquire(
+        self: SQLiteStore, run_id: str, owner: Any, *, ttl: float, take_over: int | None = None
+    ) -> Lease:
+        try:
+            return await real_acquire(self, run_id, owner, ttl=ttl, take_over=take_over)
+        except RunBusy as held:
+            return await real_acquire(self, run_id, owner, ttl=ttl, take_over=held.lease.epoch)
+
+    async def renew(self: SQLiteStore, lease: Lease, *, ttl: float) -> Lease:
+        return lease
+
+    async def claimable(
+        self: SQLiteStore, *, limit: int = 10, host: str | None = None
+    ) -> list[tuple[str, Lease | None]]:
+        found: list[tuple[str, Lease | None]] = []
+        for status in ("submitted", "running"):
+            found += [(r.run_id, None) for r in (await self.list_runs(status=status)).runs]
+        return found[:limit]
+
+    async def append(self: SQLiteStore, *args: Any, epoch: int | None = None, **kw: Any) -> Any:
+        return await real_append(self, *args, **kw)
+
+    async def update_index(
+        self: SQLiteStore, run_id: str, *, epoch: int | None = None, **kw: Any
+    ) -> None:
+        await real_update_index(self, run_id, **kw)
+
+    async def create_run(self: SQLiteStore, run_id: str, **kw: Any) -> bool:
+        kw.pop("epoch", None)
+        return await real_create_run(self, run_id, **kw)
+
+    for seam in ("acquire", "renew", "claimable", "append", "update_index", "create_run"):
+        if not hasattr(SQLiteStore, seam):
+            _missing(f"SQLiteStore.{seam} (a lease seam)")
+    SQLiteStore.acquire = acquire  # type: ignore[method-assign]
+    SQLiteStore.renew = renew  # type: ignore[method-assign]
+    SQLiteStore.claimable = claimable  # type: ignore[method-assign]
+    SQLiteStore.append = append  # type: ignore[method-assign]
+    SQLiteStore.update_index = update_index  # type: ignore[method-assign]
+    SQLiteStore.create_run = create_run  # type: ignore[method-assign]
+
+
 _APPLY = {
     "skip_marker": _skip_marker,
     "ignore_results": _ignore_results,
     "marker_never_started": _marker_never_started,
     "rederived_keys": _rederived_keys,
     "ack_before_commit": _ack_before_commit,
+    "skip_lease_check": _skip_lease_check,
 }
 
 

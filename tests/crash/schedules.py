@@ -1,5 +1,6 @@
 """Which schedules run: the per-commit set (every crash point under every Safety once, a few random
-kills, several runs in one process, two drivers) and the longer seeded set (``-m slow``).
+kills, several runs in one process, two drivers, worker processes killed at crash points and at
+random across a pool) and the longer seeded set (``-m slow``).
 
 Every schedule has a seed; ``BIDE_CRASH_SEED=<seed>`` replays it (``tests/crash/test_replay.py``).
 A point schedule's seed is derived from its name; a random schedule is made from its seed alone.
@@ -234,9 +235,124 @@ def two_drivers(*, slow: bool = False) -> list[Schedule]:
     return out
 
 
-def mutant_probes() -> list[Schedule]:
-    """The schedules a mutant is run against, in order, until one fails."""
-    return native_points()
+def worker_point(crash: str, script: str, *, hosts: bool = False, **options: object) -> Schedule:
+    g = "worker crash points"
+    name = f"{crash} {script} native, by workers{' on their own hosts' if hosts else ''}"
+    return Schedule(
+        group=g,
+        name=name,
+        seed=seed_of(f"{g}/{name}"),
+        script=script,
+        crash=crash,
+        workers=1,
+        hosts=hosts,
+        **options,  # type: ignore[arg-type]
+    )
+
+
+def worker_points(*, slow: bool = False) -> list[Schedule]:
+    """A submitted run; a worker SIGKILLed at a crash point, then workers until it completes.
+
+    The per-commit set cuts each Safety's call between its effect and its result once; the slow
+    set is every point under every Safety, as ``native_points`` (a worker's K-th write is the
+    run's (K+2)-th record: ``submit`` wrote the header and the start). Every other schedule's
+    next worker claims to be on another machine, so it waits for the dead one's lease to expire.
+    """
+    if not slow:
+        return [
+            worker_point("tool.after_effect@3", SE, hosts=True, expect=CUT[SE]),
+            worker_point("attempt.after_marker@3", SE, expect=CUT[SE]),
+            worker_point("tool.after_effect@3", ID, expect=CUT[ID]),
+            worker_point(f"write.before_commit@{RESULT_C3[RO] - 2}", RO, expect=CUT[RO]),
+        ]
+    crashes: list[tuple[str, str, frozenset[str]]] = []
+    for p in ("tool.after_effect", "tool.after_call"):
+        crashes += [(f"{p}@3", s, CUT[s]) for s in SAFETIES]
+    crashes += [("attempt.before_marker@3", SE, frozenset())]
+    crashes += [("attempt.after_marker@3", SE, CUT[SE])]
+    crashes += [(f"write.before_commit@{RESULT_C3[s] - 2}", s, CUT[s]) for s in SAFETIES]
+    crashes += [(f"write.after_commit@{MARKER_C3.get(s, 5) - 2}", s, frozenset()) for s in SAFETIES]
+    for p, hit in (
+        ("model.after_answer", 2),
+        ("turn.after_record", 2),
+        ("result.after_record", 1),
+        ("end.before_marker", 1),
+        ("writer.after_commit", 6),
+    ):
+        crashes += [(f"{p}@{hit}", s, frozenset()) for s in SAFETIES]
+    return [
+        worker_point(crash, script, hosts=i % 2 == 1, expect=expect)
+        for i, (crash, script, expect) in enumerate(crashes)
+    ]
+
+
+def worker_pool(seed: int, group: str = "worker pools, random kills") -> Schedule:
+    """A pool made from its seed alone: 2 or 3 workers, 4 to 8 runs of the mixed script, 1 to 3
+    random kills dealt to the workers (each killed worker is restarted in its place), the
+    workers on one machine or each on its own."""
+    rng = random.Random(seed)
+    workers = rng.choice((2, 3))
+    runs = rng.randint(4, 8)
+    kills = rng.randint(1, 3)
+    hosts = seed % 2 == 1
+    from_spawn = seed % 3 == 2
+    return Schedule(
+        group=group,
+        name=(
+            f"pool {seed}: {workers} workers{' on their own hosts' if hosts else ''}, "
+            f"{runs} runs, kills={kills}{' from spawn' if from_spawn else ''}"
+        ),
+        seed=seed,
+        script="mixed",
+        kills=kills,
+        from_spawn=from_spawn,
+        jitter_ms=JITTER_MS,
+        runs=runs,
+        workers=workers,
+        hosts=hosts,
+    )
+
+
+def contended_pool() -> Schedule:
+    """Three workers started together on six submitted runs, nothing killed: every run is
+    claimable by all three at once, and only the lease decides who drives it."""
+    g = "worker pools, random kills"
+    name = "pool: 3 workers started together on 6 runs, no kill"
+    return Schedule(
+        group=g,
+        name=name,
+        seed=seed_of(f"{g}/{name}"),
+        script="mixed",
+        jitter_ms=JITTER_MS,
+        runs=6,
+        workers=3,
+    )
+
+
+WORKER_POOL_SEED = int(os.environ.get("BIDE_CRASH_POOL_SEED", "50003"))
+"""Pool seeds, apart from the random kills' (the slow set adds 10,000): see ``by_seed``."""
+POOL_COUNT = int(os.environ.get("BIDE_CRASH_POOLS", "1"))
+SLOW_POOL_COUNT = int(os.environ.get("BIDE_CRASH_SLOW_POOLS", "12"))
+
+
+def worker_pools(count: int, base: int = WORKER_POOL_SEED) -> list[Schedule]:
+    return [worker_pool(base + i) for i in range(count)]
+
+
+def meeting() -> list[Schedule]:
+    """Schedules where two drivers meet one run: workers claiming at once, two resumes."""
+    return [contended_pool(), *two_drivers()]
+
+
+def mutant_probes(mutant: str | None = None) -> list[Schedule]:
+    """The schedules a mutant is run against, in order, until one fails. A mutant of run
+    ownership can only show where two drivers meet a run: its probes start there."""
+    if mutant in OWNERSHIP_MUTANTS:
+        return meeting() + native_points()
+    return native_points() + meeting()
+
+
+OWNERSHIP_MUTANTS = frozenset({"skip_lease_check"})
 
 
 def every_named() -> Iterable[Schedule]:
@@ -247,6 +363,9 @@ def every_named() -> Iterable[Schedule]:
     yield from outlived()
     yield from multi_runs(slow=True)
     yield from two_drivers(slow=True)
+    yield from worker_points(slow=True)
+    yield from worker_points()
+    yield contended_pool()
 
 
 def by_seed(seed: int) -> Schedule:
@@ -254,4 +373,6 @@ def by_seed(seed: int) -> Schedule:
     for schedule in every_named():
         if schedule.seed == seed:
             return schedule
+    if WORKER_POOL_SEED <= seed < WORKER_POOL_SEED + 20_000:
+        return worker_pool(seed)
     return random_kill(seed)

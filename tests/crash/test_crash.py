@@ -1,5 +1,6 @@
 """At most once, proven by killing real processes: every crash point under every Safety, MCP
-servers that outlive their agent, random kills, several runs in one process, two drivers at once.
+servers that outlive their agent, random kills, several runs in one process, two drivers at once,
+worker processes killed at crash points and at random across a pool.
 
 Each test runs a group of schedules (``tests/crash/schedules.py``) through the harness and fails
 with every violated promise, each with the command that replays its schedule.
@@ -27,6 +28,19 @@ def test_the_per_commit_set_arms_every_crash_point_under_every_safety_it_applies
     wanted = {
         (p, safety)
         for p in faults.POINTS
+        for safety in schedules.SAFETIES
+        if p not in side_effect_only or safety == schedules.SE
+    }
+    assert wanted <= armed, sorted(wanted - armed)
+
+
+def test_the_slow_worker_set_arms_every_crash_point_a_worker_passes_under_every_safety() -> None:
+    armed = {(s.crash.partition("@")[0], s.script) for s in schedules.worker_points(slow=True)}
+    side_effect_only = {"attempt.before_marker", "attempt.after_marker"}
+    wanted = {
+        (p, safety)
+        for p in faults.POINTS
+        if p != "resolve.before_record"  # a worker resolves nothing
         for safety in schedules.SAFETIES
         if p not in side_effect_only or safety == schedules.SE
     }
@@ -109,3 +123,31 @@ async def test_slow_several_runs_in_one_process(harness: Harness) -> None:
 @pytest.mark.slow
 async def test_slow_two_drivers(harness: Harness) -> None:
     await run_group(harness, "two drivers at once (more seeds)", schedules.two_drivers(slow=True))
+
+
+async def test_workers_killed_at_crash_points_leave_every_run_completed_once(
+    harness: Harness,
+) -> None:
+    outcomes = await run_group(harness, "worker crash points", schedules.worker_points())
+    assert sum(o.halts for o in outcomes) > 0, "no worker schedule reached the halt path"
+    assert max(o.max_fired for o in outcomes) == 1
+
+
+async def test_a_pool_of_workers_killed_at_random_drives_every_run_once(harness: Harness) -> None:
+    items = [schedules.contended_pool(), *schedules.worker_pools(schedules.POOL_COUNT)]
+    outcomes = await run_group(harness, "worker pools, random kills", items)
+    assert sum(o.kills for o in outcomes) > 0, "no worker was killed"
+
+
+@pytest.mark.slow
+async def test_slow_workers_killed_at_every_crash_point(harness: Harness) -> None:
+    items = schedules.worker_points(slow=True)
+    outcomes = await run_group(harness, "worker crash points (every point)", items)
+    assert max(o.max_fired for o in outcomes) == 1
+
+
+@pytest.mark.slow
+async def test_slow_worker_pools(harness: Harness) -> None:
+    items = schedules.worker_pools(schedules.SLOW_POOL_COUNT, schedules.WORKER_POOL_SEED + 10_000)
+    outcomes = await run_group(harness, "worker pools (long seeded set)", items)
+    assert sum(o.kills for o in outcomes) > 0

@@ -1,6 +1,6 @@
-"""Five deliberately broken runtimes (``tests/crash/mutants.py``): the crash suite must catch each.
+"""Six deliberately broken runtimes (``tests/crash/mutants.py``): the crash suite must catch each.
 
-A mutant is run against the point schedules in order until one of them fails; one that no
+A mutant is run against its probe schedules in order until one of them fails; one that no
 schedule fails has survived, and the suite fails. A harness error is never taken for a catch.
 """
 
@@ -22,7 +22,7 @@ def _sound(outcome: Outcome) -> None:
 
 
 async def first_catch(harness: Harness, mutant: str) -> Outcome | None:
-    for probe in schedules.mutant_probes():
+    for probe in schedules.mutant_probes(mutant):
         outcome = await harness.run(probe.under(mutant))
         _sound(outcome)
         if outcome.violations:
@@ -46,7 +46,7 @@ async def test_every_mutant_is_caught_by_some_schedule(harness: Harness) -> None
 @pytest.mark.slow
 async def test_slow_how_many_schedules_catch_each_mutant(harness: Harness) -> None:
     started = time.monotonic()
-    probes = schedules.native_points() + schedules.mcp_points()
+    probes = schedules.native_points() + schedules.mcp_points() + schedules.meeting()
     for mutant, what in MUTANTS.items():
         outcomes = await harness.run_all([p.under(mutant) for p in probes])
         for outcome in outcomes:
