@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+import threading
 import urllib.parse
 from importlib import resources
 from pathlib import Path
@@ -165,6 +166,11 @@ def scripts() -> tuple[ScriptDirectory, str]:
     return found, head
 
 
+_ALEMBIC = threading.Lock()
+"""Alembic's ``context`` and ``op`` are process-wide: two upgrades at once in one process (two
+new journals opened together, each in its own thread) would overwrite each other's."""
+
+
 def upgrade(conn: sa.Connection, where: str, *, allow_foreign: bool) -> None:
     """Bring the database on ``conn`` to head in one transaction, or refuse it (a newer bide's
     schema, another program's tables). The caller serialises concurrent upgraders."""
@@ -182,7 +188,8 @@ def upgrade(conn: sa.Connection, where: str, *, allow_foreign: bool) -> None:
         config = Config()
         config.set_main_option("script_location", script_location())
         config.attributes["connection"] = conn
-        command.upgrade(config, "head")
+        with _ALEMBIC:
+            command.upgrade(config, "head")
 
 
 def verify(conn: sa.Connection, where: str) -> None:
