@@ -30,6 +30,7 @@ from runtime.result import Halt, RunResult, RunStatus, Waiting
 from runtime.retry import RetryingModel, RetryPolicy
 from runtime.state import CallState, RunState
 from runtime.tools import FunctionTool, Safety, Tool, ToolContext, ToolSpec, tool
+from runtime.worker import Worker
 
 __version__ = "0.1.0"
 
@@ -84,6 +85,7 @@ __all__ = [
     "Usage",
     "UserMessage",
     "Waiting",
+    "Worker",
     "__version__",
     "single_approval",
     "tool",

@@ -12,10 +12,19 @@ from typing import Any
 
 import pytest
 
-from runtime import Agent, ConfigError, Journal, Owner, RunStatus, Safety, single_approval, tool
+from runtime import (
+    Agent,
+    ConfigError,
+    Journal,
+    Owner,
+    RunStatus,
+    Safety,
+    Worker,
+    single_approval,
+    tool,
+)
 from runtime.ownership import this_host
 from runtime.testing import ScriptedModel
-from runtime.worker import Worker
 from tests.helpers import call
 
 ANSWER = [{"tool_calls": [call("c1", "charge", amount=5)]}, {"text": "done"}]
