@@ -130,10 +130,15 @@ class Worker:
                         await self._claim(free)
                     except StorageError as exc:  # the journal is locked or away: poll again
                         log.warning("worker_claim_failed", worker=self.name, error=str(exc))
+                    except Exception as exc:  # a bug, or a record no store should hold
+                        # Never a silent death: said, and tried again at the next poll.
+                        log.error("worker_claim_failed", worker=self.name, error=repr(exc))
                 try:
                     await self._reconcile_halted()
                 except StorageError as exc:
                     log.warning("worker_reconcile_failed", worker=self.name, error=str(exc))
+                except Exception as exc:
+                    log.error("worker_reconcile_failed", worker=self.name, error=repr(exc))
                 if self._active or self._seen_claimable:
                     busy_at = time.monotonic()
                 elif self.idle_exit is not None and time.monotonic() - busy_at >= self.idle_exit:

@@ -190,3 +190,25 @@ async def test_stopping_a_worker_leaves_its_runs_at_a_record_boundary_for_the_ne
 
 async def _is(journal: Journal, run_id: str, status: str) -> bool:
     return await journal.status(run_id) == status
+
+
+async def test_a_failing_claim_pass_is_logged_and_the_worker_goes_on(
+    db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    charged: list[str] = []
+    agent = charging(charged)
+    async with Journal(db_path) as journal:
+        await agent.submit("r", "go", journal=journal)
+        real = journal.store.claimable
+        failures = [RuntimeError("a bug in the claim")]
+
+        async def flaky(**kw: Any) -> Any:
+            if failures:
+                raise failures.pop()
+            return await real(**kw)
+
+        journal.store.claimable = flaky  # type: ignore[method-assign]
+        async with Worker(journal, agent=agent, poll=0.02):
+            await until("completed", lambda: _is(journal, "r", "completed"))
+    assert charged == ["x"]
+    assert any("a bug in the claim" in r.getMessage() for r in caplog.records)
