@@ -33,7 +33,7 @@ from runtime.journal.journal import Journal, Resolution
 from runtime.logs import get_logger
 from runtime.ownership import is_alive
 from runtime.redact import clean
-from runtime.state import CallState
+from runtime.state import CallState, RunState
 from runtime.tools import Tool, ToolContext, idempotency_key_for
 
 __all__ = [
@@ -45,6 +45,7 @@ __all__ = [
     "Unknown",
     "Verdict",
     "consult",
+    "due_ms",
     "settle_run",
 ]
 
@@ -292,6 +293,18 @@ async def settle_run(
         log.info("reconcile_tried", run_id=run_id, call_id=call.call.id, said=verdict.brief())
         found.append((call, verdict))
     return found
+
+
+def due_ms(state: RunState) -> int | None:
+    """When the earliest of the run's unresolved calls is due for its next try, as the last
+    inconclusive try journaled it; None if no call was tried yet."""
+    due = [
+        r.payload.get("next_try_ms")
+        for call in state.unresolved_calls()
+        if (r := call.last_reconcile) is not None
+    ]
+    found = [d for d in due if isinstance(d, int) and not isinstance(d, bool)]
+    return min(found) if found else None
 
 
 def next_try_ms(verdicts: list[tuple[CallState, Verdict]]) -> int | None:

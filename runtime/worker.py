@@ -28,7 +28,7 @@ from runtime.errors import BideError, ConfigError, CorruptJournal, RunBusy, Stor
 from runtime.journal.journal import Journal
 from runtime.logs import get_logger
 from runtime.ownership import Holding, Owner, this_host
-from runtime.reconcile import next_try_ms, settle_run
+from runtime.reconcile import due_ms, next_try_ms, settle_run
 from runtime.result import RunResult
 
 __all__ = ["Worker"]
@@ -252,8 +252,11 @@ class Worker:
             elif verdicts:
                 self._due[run_id] = next_try_ms(verdicts) or clock + int(self.poll * 1000)
             else:
-                # Nothing reconcilable now (no reconciler, or none due): look again later.
-                self._due[run_id] = clock + int(RECONCILE_IDLE * 1000)
+                # Nothing reconcilable now: none has a reconciler, or none is due yet. Look again
+                # when the earliest is due, as its last try journaled (another drive's try, maybe),
+                # else later.
+                state = await self.journal.require(run_id)
+                self._due[run_id] = due_ms(state) or clock + int(RECONCILE_IDLE * 1000)
 
     def _agent_for(self, run_id: str) -> AbstractAsyncContextManager[Agent]:
         if self.agent is not None:

@@ -29,7 +29,10 @@ def test_a_stalled_attempt_is_not_concluded_absent_before_its_settle_time(tmp_pa
             )
 
     asyncio.run(submit())
-    env = {"LEDGER": str(ledger), "SLOW": "3", "SETTLE": "6"}
+    # The settle time outlasts how long A stays stopped on a loaded machine (the `list` and
+    # `show` children that time it take seconds each there): a stop past it may be concluded
+    # absent, by the rule, and would charge twice.
+    env = {"LEDGER": str(ledger), "SLOW": "3", "SETTLE": "15"}
     worker = ["worker", "--db", str(db), "--poll", "0.1", "--lease-ttl", "1", "-q"]
     a = spawn(*worker, "--name", "w-a", BIDE_HOST="host-a", **env)
     b = None
