@@ -6,8 +6,10 @@ process, or over MCP stdio, where the server process writes the ledger and may o
 
 Names: ``read_only``, ``idempotent``, ``side_effect`` (every call of that Safety) and ``mixed``
 (all three, with concurrent calls), each also as ``mcp_<name>``. Environment of the child:
-``CRASH_LEDGER`` (the ledger file), ``CRASH_JITTER_MS`` and ``CRASH_JITTER_SEED`` (tools sleep a
-seeded random time, up to that many ms, before and after their effect), ``CRASH_SLOW_CALL``
+``CRASH_LEDGER`` (the ledger file), ``CRASH_SETTLE`` (set: the charge declares a reconciler that
+finds it in the ledger by its idempotency key, with that settle time), ``CRASH_JITTER_MS`` and
+``CRASH_JITTER_SEED`` (tools sleep a seeded random time, up to that many ms, before and after
+their effect), ``CRASH_SLOW_CALL``
 (``c3:400``: that call sleeps 400 ms before its effect), ``CRASH_SERVER_LOCK`` (held by MCP servers
 while they live, so a test can wait for the last one to finish).
 """
@@ -26,6 +28,7 @@ from typing import Any
 
 from runtime import Agent, AssistantTurn, Safety, Tool, ToolContext, ToolSpec, UserMessage, faults
 from runtime.messages import Message
+from runtime.reconcile import Absent, Attempt, Found, Reconciler, Unknown
 from runtime.testing import ScriptedModel
 from runtime.tools import FunctionTool, tool
 from tests.crash.ledger import Ledger, now_ms
@@ -80,6 +83,8 @@ class Settings:
     jitter_ms: float = 0.0
     seed: str = "0"
     slow: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    settle: float | None = None
+    """Set: the charge declares ``find_charge`` as its reconciler, with this settle time."""
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -93,6 +98,7 @@ class Settings:
             jitter_ms=float(env.get("CRASH_JITTER_MS", "0")),
             seed=env.get("CRASH_JITTER_SEED", "0"),
             slow=slow,
+            settle=float(env["CRASH_SETTLE"]) if env.get("CRASH_SETTLE") else None,
         )
 
     def to_env(self) -> dict[str, str]:
@@ -101,6 +107,7 @@ class Settings:
             "CRASH_JITTER_MS": str(self.jitter_ms),
             "CRASH_JITTER_SEED": self.seed,
             "CRASH_SLOW_CALL": ",".join(f"{c}:{ms}" for c, ms in self.slow.items()),
+            "CRASH_SETTLE": "" if self.settle is None else str(self.settle),
         }
 
     def pauses(self, run_id: str, call_id: str) -> tuple[float, float]:
@@ -124,7 +131,8 @@ async def native_effect(
             call_id=context.call_id,
             tool=name,
             safety=TOOLS[name].value,
-            key=context.idempotency_key if TOOLS[name] is Safety.IDEMPOTENT else None,
+            # A charge keeps its key too, as a provider would: its reconciler looks it up by it.
+            key=context.idempotency_key if TOOLS[name] is not Safety.READ_ONLY else None,
             started_ms=started,
             n=n,
         )
@@ -134,6 +142,25 @@ async def native_effect(
     return value
 
 
+def charge_reconciler(ledger: Ledger) -> Reconciler:
+    """``find_charge``: the charge looked up in the ledger by its idempotency key, as a payment
+    provider finds one. Found, it answers what the charge answered; two charges with one key
+    are not this reconciler's to settle."""
+
+    async def find_charge(attempt: Attempt) -> Found | Absent | Unknown:
+        key = attempt.idempotency_key
+        found = await asyncio.to_thread(ledger.by_key, key)
+        if len(found) > 1:
+            return Unknown(f"{len(found)} charges carry key {key}")
+        if not found:
+            return Absent(f"no charge in the ledger carries key {key}")
+        (e,) = found
+        value = {"tool": e.tool, "n": attempt.arguments.get("n"), "execution": e.id}
+        return Found(value, f"ledger execution {e.id} carries key {key}")
+
+    return find_charge
+
+
 def native_tools(ledger: Ledger, settings: Settings) -> list[FunctionTool]:
     def make(name: str) -> FunctionTool:
         async def fn(n: int, context: ToolContext) -> dict[str, Any]:
@@ -141,6 +168,8 @@ def native_tools(ledger: Ledger, settings: Settings) -> list[FunctionTool]:
 
         fn.__name__ = name
         fn.__doc__ = f"The {TOOLS[name].value} ledger tool {name}."
+        if name == "charge" and settings.settle is not None:
+            return tool(reconcile=charge_reconciler(ledger), settle=settings.settle)(fn)
         return tool(safety=TOOLS[name])(fn)
 
     return [make(name) for name in TOOLS]

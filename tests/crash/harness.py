@@ -18,10 +18,9 @@ import os
 import random
 import re
 import signal
-import sqlite3
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -31,7 +30,7 @@ from runtime import Journal, Resolution, Safety
 from runtime.state import CallState, RunState
 from runtime.tools import idempotency_key_for
 from tests.conftest import child_env
-from tests.crash import agents
+from tests.crash import agents, journals
 from tests.crash.ledger import Execution, Ledger, now_ms
 
 ROOT = agents.ROOT
@@ -83,11 +82,32 @@ class Schedule:
     hosts: bool = False
     """Each worker claims to be on its own machine (``BIDE_HOST``): a killed worker's leases
     are taken over when they expire, not at once because its pid is gone."""
+    backend: str = "sqlite"
+    """Where the journal lives: a SQLite file, or a fresh PostgreSQL database
+    (``tests/crash/journals.py``)."""
+    settle: float | None = None
+    """Set: the charge declares a reconciler that looks it up in the ledger by its idempotency
+    key, with this settle time, and no person resolves anything: the workers' reconcilers
+    settle every halt (worker schedules only)."""
+    stall: str | None = None
+    """SIGSTOP the worker that holds the run past its lease's TTL, then SIGCONT it: ``begun:c3``
+    as soon as that call's request reached its tool, ``at:0.4`` at that fraction of a clean
+    drive (worker schedules only)."""
+    stall_seconds: float = 0.0
+    kill_around: tuple[str, float] | None = None
+    """(call id, ms): SIGKILL the worker whose tool received that call's request, at a seeded
+    moment up to that many ms after it: before its effect, during it, or after it (worker
+    schedules only)."""
 
     @property
     def spec(self) -> str:
         prefix = "mcp_" if self.transport == "mcp" else ""
         return f"tests.crash.agents:{prefix}{self.script}"
+
+    @property
+    def person(self) -> bool:
+        """Whether halts wait for a person (the harness's ledger reconciler), not a declared one."""
+        return self.settle is None
 
     @property
     def run_ids(self) -> list[str]:
@@ -122,6 +142,16 @@ class Outcome:
     outlived: bool = False
     raced: bool = False
     """Two drivers at once ended one completed and one halted: one lost the race to fire."""
+    settled_found: int = 0
+    """Halts a declared reconciler settled "succeeded" (it found the charge)."""
+    settled_absent: int = 0
+    """Halts a declared reconciler settled "not executed" (absent, past its settle time)."""
+    stalled: int = 0
+    """Workers SIGSTOPped past their lease's TTL (then SIGCONTed)."""
+    taken_over: int = 0
+    """Stopped workers whose run another owner took over (a newer epoch wrote)."""
+    lease_lost: int = 0
+    """Drives that lost their run to a newer owner (the fencing said so)."""
     refused: int = 0
     """Drivers refused because another held the run's lease (two drivers at once)."""
     seconds: float = 0.0
@@ -167,8 +197,8 @@ class Harness:
     def __init__(self, base: Path, *, jobs: int = JOBS):
         self.base = base
         self.slots = asyncio.Semaphore(jobs)
-        self._durations: dict[tuple[str, str, float, int, int, bool], tuple[float, float]] = {}
-        self._measuring: dict[tuple[str, str, float, int, int, bool], asyncio.Lock] = {}
+        self._durations: dict[tuple[Any, ...], tuple[float, float]] = {}
+        self._measuring: dict[tuple[Any, ...], asyncio.Lock] = {}
         self.clean: list[Outcome] = []
         self.creating = asyncio.Lock()
         """Held while this process creates a journal: two Alembic upgrades in one process must
@@ -193,6 +223,8 @@ class Harness:
             schedule.runs,
             schedule.workers,
             schedule.hosts,
+            schedule.backend,
+            schedule.settle,
         )
         lock = self._measuring.setdefault(key, asyncio.Lock())
         async with lock:
@@ -201,8 +233,11 @@ class Harness:
                     schedule,
                     name=f"clean {schedule.transport} {schedule.script} x{schedule.runs}"
                     + (f" by {schedule.workers} workers" if schedule.workers else "")
-                    + (" on their own hosts" if schedule.hosts else ""),
+                    + (" on their own hosts" if schedule.hosts else "")
+                    + (f" (settle {schedule.settle:g} s)" if schedule.settle is not None else "")
+                    + (" on PostgreSQL" if schedule.backend == "postgres" else ""),
                     crash=None,
+                    stall=None,
                     kills=0,
                     kill_on_begun=None,
                     resolve_crashes=(),
@@ -239,7 +274,8 @@ class _Attempt:
         self.harness = harness
         self.s = schedule
         self.directory = directory
-        self.db = directory / "bide.db"
+        self.db = ""
+        """The journal's location (``--db``), set by ``go`` for the schedule's lifetime."""
         self.ledger_path = directory / "ledger.db"
         self.lock = directory / "servers.lock"
         self.outcome = Outcome(schedule, directory)
@@ -248,6 +284,12 @@ class _Attempt:
         self.children = 0
         self.first_clean: tuple[float, float] | None = None
         self.kill_times: list[int] = []
+        self.halted_rounds = 0
+        """Drives (rounds of workers) that ended with a run halted."""
+        self.external_kills: dict[int, int] = {}
+        """Pids the harness SIGKILLed itself (not through ``_spawn``'s killer), with when."""
+        self.final_state: RunState | None = None
+        """The first run's records once it completed (for the checks of subclasses)."""
         self._journal: Journal | None = None
         self.resolve_crashes = list(schedule.resolve_crashes)
         self.halted_seen: set[tuple[str, str, object]] = set()
@@ -260,6 +302,7 @@ class _Attempt:
             jitter_ms=schedule.jitter_ms,
             seed=str(schedule.seed),
             slow=dict(schedule.slow),
+            settle=schedule.settle,
         )
 
     # --- the schedule ----------------------------------------------------------------------
@@ -268,12 +311,15 @@ class _Attempt:
         started = time.monotonic()
         self.ledger = Ledger(self.ledger_path)
         try:
-            await self._schedule()
+            async with journals.located(self.s.backend, self.directory) as self.db:
+                try:
+                    await self._schedule()
+                finally:
+                    if self._journal is not None:
+                        await self._journal.close()
+                        self._journal = None
         except Exception as exc:  # a harness failure is reported as one, never as a pass
             self.outcome.violate(f"harness error: {type(exc).__name__}: {exc}")
-        finally:
-            if self._journal is not None:
-                await self._journal.close()
         self.outcome.seconds = time.monotonic() - started
         return self.outcome
 
@@ -293,6 +339,7 @@ class _Attempt:
             return
         if s.crash is not None and s.runs == 1:
             await self._check_site(s.crash)
+        self.halted_rounds += any(st == "halted" for st in (await self._statuses()).values())
         for _ in range(MAX_DRIVES):
             children = await self._drive(first=False)
             if not await self._check_exits(children) or o.violations:
@@ -304,6 +351,7 @@ class _Attempt:
             # halted turn has finished, and resuming again must add nothing.
             killed = any(c.sigkilled for c in children)
             halted = any(st == "halted" for st in status.values())
+            self.halted_rounds += halted
             if halted and not killed and (not await self._on_halt(status) or o.violations):
                 return
         else:
@@ -320,7 +368,7 @@ class _Attempt:
         crash = s.crash if first else None
         kill = self._kill_fraction()
         if s.runs > 1:
-            argv = ["-m", "tests.crash.multi", "--db", str(self.db), "--agent", s.spec, *s.run_ids]
+            argv = ["-m", "tests.crash.multi", "--db", self.db, "--agent", s.spec, *s.run_ids]
             return [await self._spawn("multi", argv, crash=crash, kill=kill)]
         (run_id,) = s.run_ids
         # Killed before its start record was committed, a run has no input or agent to resume
@@ -346,7 +394,7 @@ class _Attempt:
 
     def _cli(self, words: list[str]) -> list[str]:
         module = "tests.crash.launch" if self.s.mutant else "runtime"
-        return ["-m", module, "--db", str(self.db), *words]
+        return ["-m", module, "--db", self.db, *words]
 
     def _kill_fraction(self) -> float | None:
         if self.kills_left <= 0:
@@ -365,6 +413,7 @@ class _Attempt:
         slot: bool = True,
         extra_env: dict[str, str] | None = None,
         measure: bool = True,
+        started: Callable[[int], None] | None = None,
     ) -> Child:
         self.children += 1
         name = f"{self.children:02d}-{label}"
@@ -393,6 +442,8 @@ class _Attempt:
                     stderr=err,
                 )
             spawned = time.monotonic()
+            if started is not None:
+                started(proc.pid)
             killer = None
             if kill is not None:
                 anchor = None if self.s.from_spawn else err_path
@@ -412,6 +463,8 @@ class _Attempt:
                     killed_at = await killer
                 except asyncio.CancelledError:
                     killed_at = None
+        if killed_at is None:
+            killed_at = self.external_kills.pop(proc.pid, None)
         if measure and self.first_clean is None and code == 0 and kill is None and not crash:
             self.first_clean = (wall, _active_seconds(err_path) or 0.05)
         if killed_at is not None:
@@ -566,7 +619,7 @@ class _Attempt:
         return self._journal
 
     async def _state(self, run_id: str) -> RunState:
-        if self._journal is None and not _has_schema(self.db):
+        if self._journal is None and not await journals.has_schema(self.db):
             return RunState(run_id)  # killed before its journal was created: nothing to read
         state = await (await self._open_journal()).state(run_id)
         return state if state is not None else RunState(run_id)
@@ -585,8 +638,25 @@ class _Attempt:
                 self._check_halted_call(run_id, cs)
             if not await self._resume_adds_nothing(run_id, "halted"):
                 return False
-            await self._reconcile(run_id, state)
+            if self.s.person:
+                await self._reconcile(run_id, state)
+            else:
+                await self._until_due(state)
         return True
+
+    async def _until_due(self, state: RunState) -> None:
+        """No person: wait until the halted calls' reconcilers are due again (as the journal says
+        their last tries set), so that the next round's workers settle them."""
+        assert self.s.settle is not None
+        due = [
+            int(last.payload["next_try_ms"])
+            for cs in state.halted_calls()
+            if (last := cs.last_reconcile) is not None
+            and isinstance(last.payload.get("next_try_ms"), int)
+        ]
+        if due:
+            wait = (min(due) - now_ms()) / 1000
+            await asyncio.sleep(min(max(wait, 0.0), self.s.settle + 10.0))
 
     def _check_halted_call(self, run_id: str, cs: CallState) -> None:
         marker = cs.marker
@@ -606,7 +676,9 @@ class _Attempt:
         as it was, with no new record and nothing run."""
         before_records = len((await self._state(run_id)).records)
         before_ledger = self.ledger.snapshot()
-        agent = agents.native(self.s.script, dataclasses.replace(self.settings, jitter_ms=0))
+        # A build whose charge declares no reconciler: this resume must halt, not settle.
+        quiet = dataclasses.replace(self.settings, jitter_ms=0, settle=None)
+        agent = agents.native(self.s.script, quiet)
         result = await agent.resume(run_id, journal=await self._open_journal())
         after_records = len((await self._state(run_id)).records)
         if result.status.value != want:
@@ -686,8 +758,7 @@ class _Attempt:
 
     async def _final_checks(self) -> None:
         o = self.outcome
-        with sqlite3.connect(self.db) as db:
-            (verdict,) = db.execute("PRAGMA integrity_check").fetchone()
+        verdict = journals.integrity(self.db)
         if verdict != "ok":
             o.violate(f"journal integrity_check: {verdict}")
         journal = await self._open_journal()
@@ -695,6 +766,9 @@ class _Attempt:
             state = await self._state(run_id)  # loads and parses every record
             self._check_run(run_id, state)
             self._check_epochs(run_id, state)
+            self._check_resolutions(run_id, state)
+            if self.final_state is None:
+                self.final_state = state
             await self._resume_adds_nothing(run_id, "completed")
             row = await journal.run_row(run_id)
             if self.s.drivers == 1 and (row is None or row.status != "completed"):
@@ -748,6 +822,57 @@ class _Attempt:
                 )
             else:
                 newest = epoch
+
+    def _check_resolutions(self, run_id: str, state: RunState) -> None:
+        """Who settled each halt. Under a declared reconciler no person did: each resolution
+        names ``find_charge`` and its evidence (the call's key), and an *absent* settled only
+        once its settle time had passed and, if a drive wrote it, under a newer lease than the
+        attempt's."""
+        o = self.outcome
+        for cs in state.calls.values():
+            for k, result in sorted(cs.results.items()):
+                resolved = result.payload.get("resolved")
+                if not isinstance(resolved, dict):
+                    continue
+                where = f"{run_id}/{cs.call.id} attempt {k}"
+                if self.s.person:
+                    if str(resolved.get("by", "")).startswith("reconciler"):
+                        o.violate(f"{where} was settled by a reconciler nobody declared")
+                    continue
+                if (run_id, cs.call.id, k) not in self.halted_seen:  # settled by the drive
+                    self.halted_seen.add((run_id, cs.call.id, k))  # that met the lone marker
+                    o.halts += 1
+                outcome = result.payload.get("outcome")
+                key = idempotency_key_for(run_id, cs.call.id)
+                if resolved.get("reconciler") != "find_charge" or resolved.get("by") != (
+                    "reconciler find_charge"
+                ):
+                    o.violate(f"{where} was resolved by {resolved.get('by')!r}, not find_charge")
+                if key not in str(resolved.get("evidence") or ""):
+                    o.violate(f"{where}: its resolution's evidence {resolved!r} names no key {key}")
+                if outcome == "value":
+                    o.settled_found += 1
+                    continue
+                if outcome != "not_executed":
+                    o.violate(f"{where}: find_charge settled it {outcome!r}")
+                    continue
+                o.settled_absent += 1
+                marker = cs.markers.get(k)
+                if marker is None:
+                    o.violate(f"{where} was settled not executed and has no attempt marker")
+                    continue
+                settles_at = marker.created_ms + int(self.s.settle * 1000)  # type: ignore[operator]
+                if result.created_ms < settles_at:
+                    o.violate(
+                        f"{where} was concluded absent {settles_at - result.created_ms} ms before "
+                        "its settle time"
+                    )
+                epochs = (marker.payload.get("epoch"), result.payload.get("epoch"))
+                if all(isinstance(e, int) for e in epochs) and epochs[1] <= epochs[0]:  # type: ignore[operator]
+                    o.violate(
+                        f"{where} was concluded absent under the attempt's own lease "
+                        f"(epoch {epochs[0]}): its owner may still have been running it"
+                    )
 
     def _check_call(
         self,
@@ -844,18 +969,6 @@ def _kill(proc: Any) -> int | None:
     except ProcessLookupError:
         return None
     return now_ms()
-
-
-def _has_schema(db: Path) -> bool:
-    """Whether a child got as far as creating the journal's schema (a peek, never a write)."""
-    if not db.exists():
-        return False
-    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
-        try:
-            conn.execute("SELECT 1 FROM bide_records LIMIT 1")
-        except sqlite3.OperationalError:
-            return False
-    return True
 
 
 def _has_anchor(path: Path) -> bool:

@@ -150,6 +150,30 @@ class Ledger:
             rows = db.execute(query + " ORDER BY id", args).fetchall()
         return [Execution(*row) for row in rows]
 
+    def by_key(self, key: str) -> list[Execution]:
+        """Every execution that carried this idempotency key (a reconciler's lookup)."""
+        query = "SELECT id, run_id, call_id, tool, safety, key, pid, started_ms, ms FROM executions"
+        with self._db() as db:
+            rows = db.execute(query + " WHERE key = ? ORDER BY id", (key,)).fetchall()
+        return [Execution(*row) for row in rows]
+
+    def begun_by(self, run_id: str, call_id: str) -> list[int]:
+        """The pids of the processes whose tool received this call's request, in order."""
+        with self._db() as db:
+            rows = db.execute(
+                "SELECT pid FROM begun WHERE run_id = ? AND call_id = ? ORDER BY id",
+                (run_id, call_id),
+            ).fetchall()
+        return [int(pid) for (pid,) in rows]
+
+    def begun_rows(self, run_id: str) -> list[tuple[str, str, int, int]]:
+        """(call id, tool, pid, ms) of every request that reached a tool of the run."""
+        with self._db() as db:
+            rows = db.execute(
+                "SELECT call_id, tool, pid, ms FROM begun WHERE run_id = ? ORDER BY id", (run_id,)
+            ).fetchall()
+        return [(str(c), str(t), int(p), int(ms)) for c, t, p, ms in rows]
+
     def applied(self, run_id: str) -> list[tuple[str, str, int]]:
         """(key, call id, execution) of every key the provider applied for the run."""
         with self._db() as db:

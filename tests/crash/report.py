@@ -35,6 +35,10 @@ class Line:
     reruns: int
     duplicates: int
     seconds: float
+    found: int = 0
+    absent: int = 0
+    stalled: int = 0
+    taken_over: int = 0
 
 
 GROUPS: list[Line] = []
@@ -45,7 +49,8 @@ MUTANT_SECONDS: list[float] = []
 
 HEADER = (
     "| group | schedules | SIGKILLs | maxFired | violations | misses | safe halts "
-    "| read-only re-runs | duplicate idempotent applications | seconds |"
+    "| read-only re-runs | duplicate idempotent applications | seconds "
+    "| settled by a reconciler: found / absent | workers stopped / taken over |"
 )
 
 
@@ -61,6 +66,10 @@ def add(group: str, outcomes: list[Outcome], seconds: float) -> Line:
         reruns=sum(o.reruns for o in outcomes),
         duplicates=sum(o.duplicates for o in outcomes),
         seconds=seconds,
+        found=sum(o.settled_found for o in outcomes),
+        absent=sum(o.settled_absent for o in outcomes),
+        stalled=sum(o.stalled for o in outcomes),
+        taken_over=sum(o.taken_over for o in outcomes),
     )
     GROUPS.append(line)
     FAILURES.extend(o.describe() for o in outcomes if o.violations)
@@ -88,11 +97,12 @@ def render() -> str:
         return ""
     out = []
     if GROUPS:
-        out += [HEADER, "|" + "---|" * 10]
+        out += [HEADER, "|" + "---|" * 12]
         for g in GROUPS:
             out.append(
                 f"| {g.group} | {g.schedules} | {g.kills} | {g.max_fired} | {g.violations} "
-                f"| {g.misses} | {g.halts} | {g.reruns} | {g.duplicates} | {g.seconds:.0f} |"
+                f"| {g.misses} | {g.halts} | {g.reruns} | {g.duplicates} | {g.seconds:.0f} "
+                f"| {g.found} / {g.absent} | {g.stalled} / {g.taken_over} |"
             )
     if MUTANTS:
         took = f" ({sum(MUTANT_SECONDS):.0f} s)" if MUTANT_SECONDS else ""

@@ -8,12 +8,14 @@ A point schedule's seed is derived from its name; a random schedule is made from
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import zlib
 from collections.abc import Iterable
 
 from tests.crash.harness import Schedule
+from tests.crash.workers import LEASE_TTL
 
 RO, ID, SE = "read_only", "idempotent", "side_effect"
 SAFETIES = (SE, ID, RO)
@@ -339,6 +341,169 @@ def worker_pools(count: int, base: int = WORKER_POOL_SEED) -> list[Schedule]:
     return [worker_pool(base + i) for i in range(count)]
 
 
+SETTLE = 1.0
+"""The crash charge's settle time when it declares a reconciler: an *absent* settles a halt
+only once the attempt's owner is gone and this long has passed since its marker."""
+
+
+def reconciled(schedule: Schedule, group: str) -> Schedule:
+    """The same schedule with a declared reconciler and no person (``Schedule.settle``)."""
+    name = f"{schedule.name}, reconciler, no person"
+    return dataclasses.replace(
+        schedule, group=group, name=name, seed=seed_of(f"{group}/{name}"), settle=SETTLE
+    )
+
+
+def reconciled_points(*, slow: bool = False) -> list[Schedule]:
+    """A worker killed at the points around a charge, every halt settled by ``find_charge``:
+    found (the effect landed, its result did not), absent past the settle time (the marker was
+    committed, the charge never left), and no halt at all (killed before the marker)."""
+    g = "worker crash points, reconciler, no person"
+    points = [
+        worker_point("tool.after_effect@3", SE, hosts=True, expect=frozenset({HALT, "settled"})),
+        worker_point("attempt.after_marker@3", SE, expect=frozenset({HALT, "settled"})),
+    ]
+    if slow:
+        points += [
+            worker_point("tool.after_effect@3", SE, expect=frozenset({HALT, "settled"})),
+            worker_point("attempt.after_marker@3", SE, hosts=True, expect=frozenset({"settled"})),
+            worker_point("tool.after_call@3", SE, expect=frozenset({"settled"})),
+            worker_point("tool.after_call@2", SE, hosts=True, expect=frozenset({"settled"})),
+            worker_point("attempt.before_marker@3", SE),
+            worker_point(f"write.before_commit@{RESULT_C3[SE] - 2}", SE),
+            worker_point(f"write.after_commit@{MARKER_C3[SE] - 2}", SE),
+            worker_point("result.after_record@3", SE),
+            worker_point("tool.after_effect@2", "mixed", hosts=True),
+            worker_point("attempt.after_marker@1", "mixed"),
+        ]
+    return [reconciled(p, g) for p in points]
+
+
+def effect_window(seed: int, group: str = "worker killed around a charge, reconciler") -> Schedule:
+    """Two workers, one run of the mixed script whose charges pause 250 ms before their effect;
+    the worker that holds the run is SIGKILLed at a seeded moment up to 600 ms after a charge's
+    request reached it (before the effect, about it, or after it), restarted, and every halt
+    is settled by ``find_charge``: no person. Some seeds add a random kill of either worker."""
+    rng = random.Random(seed)
+    call = rng.choice(("c3", "c5"))
+    hosts = seed % 2 == 1
+    kills = 1 if rng.random() < 0.3 else 0
+    return Schedule(
+        group=group,
+        name=f"window {seed}: {call} killed within 600 ms of its request"
+        + (" on their own hosts" if hosts else "")
+        + (f", kills={kills}" if kills else ""),
+        seed=seed,
+        script="mixed",
+        slow=(("c3", 250.0), ("c5", 250.0)),
+        jitter_ms=JITTER_MS,
+        kill_around=(call, 600.0),
+        kills=kills,
+        workers=2,
+        hosts=hosts,
+        settle=SETTLE,
+    )
+
+
+WINDOW_SEED = int(os.environ.get("BIDE_CRASH_WINDOW_SEED", "120009"))
+"""The per-commit window's seed: its kill lands 85 ms after c3's request reached the tool,
+before the effect, and the next worker is on another host (the "absent" path, after the lease
+expired); the slow set's seeds start 10,000 later."""
+WINDOW_COUNT = int(os.environ.get("BIDE_CRASH_WINDOWS", "1"))
+SLOW_WINDOW_COUNT = int(os.environ.get("BIDE_CRASH_SLOW_WINDOWS", "16"))
+RECONCILED_POOL_SEED = 150001
+SLOW_RECONCILED_POOLS = int(os.environ.get("BIDE_CRASH_SLOW_RECONCILED_POOLS", "6"))
+
+
+def effect_windows(count: int, base: int = WINDOW_SEED) -> list[Schedule]:
+    return [effect_window(base + i) for i in range(count)]
+
+
+def reconciled_pools(count: int, base: int = RECONCILED_POOL_SEED) -> list[Schedule]:
+    """Pools of workers killed at random across a clean drive, every halt settled by
+    ``find_charge``."""
+    g = "worker pools, random kills, reconciler"
+    return [
+        dataclasses.replace(
+            worker_pool(seed, g), name=f"{worker_pool(seed).name}, reconciler", settle=SETTLE
+        )
+        for seed in range(base, base + count)
+    ]
+
+
+STALL_SECONDS = LEASE_TTL + 1.5
+"""A stopped worker stays stopped past its lease's TTL, so another one takes its run over."""
+
+
+def stalls(*, slow: bool = False) -> list[Schedule]:
+    """Two workers on their own hosts; the one that holds the run is SIGSTOPped past its lease's
+    TTL (the other takes the run over), then SIGCONTed. The charge's settle time outlasts the
+    stop, as a settle time must outlast any attempt still in flight."""
+    g = "worker stopped past its lease"
+    wheres = ["begun:c3"]
+    if slow:
+        wheres += ["begun:c5", "at:0.2", "at:0.45", "at:0.7", "at:0.9"]
+    out = []
+    for where in wheres:
+        name = f"worker stopped ({where}) for {STALL_SECONDS:g} s, mixed native"
+        out.append(
+            Schedule(
+                group=g,
+                name=name,
+                seed=seed_of(f"{g}/{name}"),
+                script="mixed",
+                jitter_ms=JITTER_MS,
+                slow=(("c3", 150.0), ("c5", 150.0)),
+                workers=2,
+                hosts=True,
+                stall=where,
+                stall_seconds=STALL_SECONDS,
+                settle=STALL_SECONDS + 1.5,
+                # Stopped mid-charge, the charge lands after the takeover, and the live
+                # worker's reconciler finds it once due: no worker needs restarting.
+                expect=frozenset({"stalled", "in_round", HALT, "settled"})
+                if where.startswith("begun")
+                else frozenset(),
+            )
+        )
+    return out
+
+
+def on_postgres(schedule: Schedule) -> Schedule:
+    """The same schedule with its journal in a fresh PostgreSQL database."""
+    group = f"{schedule.group} (PostgreSQL)"
+    name = f"{schedule.name} on PostgreSQL"
+    return dataclasses.replace(
+        schedule, group=group, name=name, seed=seed_of(f"{group}/{name}"), backend="postgres"
+    )
+
+
+def per_commit() -> list[Schedule]:
+    """The per-commit set, as the default suite runs it on SQLite."""
+    return [
+        *native_points(),
+        *outlived(),
+        *random_kills(RANDOM_COUNT),
+        *multi_runs(),
+        *two_drivers(),
+        *worker_points(),
+        contended_pool(),
+        *worker_pools(POOL_COUNT),
+    ]
+
+
+def postgres_subset() -> list[Schedule]:
+    """A few seconds of the per-commit set on PostgreSQL: the cut after a charge's effect, a
+    kill just after its marker's commit, a dead worker's run taken over once its lease expired
+    on the database's clock."""
+    wanted = {
+        "tool.after_effect@3 side_effect native",
+        f"write.after_commit@{MARKER_C3[SE]} side_effect native",
+        "tool.after_effect@3 side_effect native, by workers on their own hosts",
+    }
+    return [on_postgres(s) for s in per_commit() if s.name in wanted]
+
+
 def meeting() -> list[Schedule]:
     """Schedules where two drivers meet one run: workers claiming at once, two resumes."""
     return [contended_pool(), *two_drivers()]
@@ -366,6 +531,10 @@ def every_named() -> Iterable[Schedule]:
     yield from worker_points(slow=True)
     yield from worker_points()
     yield contended_pool()
+    yield from reconciled_points(slow=True)
+    yield from stalls(slow=True)
+    for schedule in per_commit():
+        yield on_postgres(schedule)
 
 
 def by_seed(seed: int) -> Schedule:
@@ -375,4 +544,9 @@ def by_seed(seed: int) -> Schedule:
             return schedule
     if WORKER_POOL_SEED <= seed < WORKER_POOL_SEED + 20_000:
         return worker_pool(seed)
+    if WINDOW_SEED <= seed < WINDOW_SEED + 20_000:
+        return effect_window(seed)
+    if RECONCILED_POOL_SEED <= seed < RECONCILED_POOL_SEED + 20_000:
+        (pool,) = reconciled_pools(1, seed)
+        return pool
     return random_kill(seed)

@@ -8,6 +8,7 @@ with every violated promise, each with the command that replays its schedule.
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -15,6 +16,7 @@ import pytest
 from runtime import faults
 from tests.crash import report, schedules
 from tests.crash.harness import Harness, Outcome, Schedule
+from tests.postgres import server
 
 
 def test_the_per_commit_set_arms_every_crash_point_under_every_safety_it_applies_to() -> None:
@@ -151,3 +153,77 @@ async def test_slow_worker_pools(harness: Harness) -> None:
     items = schedules.worker_pools(schedules.SLOW_POOL_COUNT, schedules.WORKER_POOL_SEED + 10_000)
     outcomes = await run_group(harness, "worker pools (long seeded set)", items)
     assert sum(o.kills for o in outcomes) > 0
+
+
+def _settled(outcomes: list[Outcome]) -> int:
+    return sum(o.settled_found + o.settled_absent for o in outcomes)
+
+
+async def test_workers_with_a_declared_reconciler_settle_every_halt_with_no_person(
+    harness: Harness,
+) -> None:
+    """The charge declares ``find_charge`` (the ledger by idempotency key) and a settle time.
+    A worker is killed after a charge's effect, and at a seeded moment about a charge's effect;
+    one is SIGSTOPped mid-charge past its lease (the other takes the run over), then SIGCONTed.
+    No one resolves anything: every run completes, each charge once, and the stopped worker,
+    fenced off, writes nothing more and starts no charge."""
+    items = [
+        *schedules.reconciled_points()[:1],
+        *schedules.effect_windows(schedules.WINDOW_COUNT),
+        *schedules.stalls(),
+    ]
+    outcomes = await run_group(harness, "workers, reconciler, no person", items)
+    assert max(o.max_fired for o in outcomes) == 1
+    assert sum(o.misses for o in outcomes) == 0
+    assert sum(o.settled_found for o in outcomes) > 0, "no reconciler found a charge"
+    assert sum(o.settled_absent for o in outcomes) > 0, "no reconciler settled an absent charge"
+    assert sum(o.taken_over for o in outcomes) > 0, "no stopped worker's run was taken over"
+
+
+async def test_the_per_commit_set_on_postgresql_a_subset(harness: Harness) -> None:
+    _postgres()
+    outcomes = await run_group(
+        harness, "per-commit subset on PostgreSQL", schedules.postgres_subset()
+    )
+    assert sum(o.halts for o in outcomes) > 0
+    assert max(o.max_fired for o in outcomes) == 1
+
+
+def _postgres() -> None:
+    why = server.reachable()
+    if why is not None:
+        if os.environ.get("BIDE_TEST_REQUIRE_POSTGRES"):
+            pytest.fail(why)
+        pytest.skip(why)
+
+
+@pytest.mark.slow
+async def test_slow_workers_with_a_declared_reconciler(harness: Harness) -> None:
+    items = [
+        *schedules.reconciled_points(slow=True)[1:],
+        *schedules.effect_windows(schedules.SLOW_WINDOW_COUNT, schedules.WINDOW_SEED + 10_000),
+        *schedules.reconciled_pools(schedules.SLOW_RECONCILED_POOLS),
+    ]
+    outcomes = await run_group(harness, "workers, reconciler, no person (long set)", items)
+    assert max(o.max_fired for o in outcomes) == 1
+    assert sum(o.misses for o in outcomes) == 0
+    assert sum(o.settled_found for o in outcomes) > 0
+    assert sum(o.settled_absent for o in outcomes) > 0
+
+
+@pytest.mark.slow
+async def test_slow_workers_stopped_past_their_lease(harness: Harness) -> None:
+    outcomes = await run_group(
+        harness, "worker stopped past its lease (more moments)", schedules.stalls(slow=True)[1:]
+    )
+    assert sum(o.stalled for o in outcomes) > 0
+    assert max(o.max_fired for o in outcomes) == 1
+
+
+@pytest.mark.slow
+async def test_slow_the_per_commit_set_on_postgresql(harness: Harness) -> None:
+    _postgres()
+    items = [schedules.on_postgres(s) for s in schedules.per_commit()]
+    outcomes = await run_group(harness, "the per-commit set on PostgreSQL", items)
+    assert sum(o.halts for o in outcomes) > 0
+    assert max(o.max_fired for o in outcomes) == 1

@@ -5,16 +5,26 @@ themselves; a worker SIGKILLed at its crash point or at a seeded random moment i
 place, as a supervisor would. A round that ends with a run halted is judged and reconciled as for
 ``run``/``resume`` schedules (``_Attempt._on_halt``, which marks the run ready for the next
 round's workers); every check of the harness applies after the last round.
+
+With a declared reconciler (``Schedule.settle``) no one resolves anything: the workers'
+reconcilers settle every halt, and the harness only restarts workers that exited. A stall
+schedule SIGSTOPs the worker that holds a run for longer than its lease's TTL, so another worker
+takes the run over, then SIGCONTs it: the fencing must keep the stopped one from writing again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 
 from runtime import Journal
-from tests.crash import agents
+from runtime.ownership import Lease
+from runtime.reconcile import BACKOFF
+from tests.crash import agents, journals
 from tests.crash.harness import Child, _Attempt
+from tests.crash.ledger import now_ms
 
 __all__ = ["IDLE_EXIT", "LEASE_TTL", "POLL", "WorkerAttempt"]
 
@@ -37,6 +47,13 @@ class WorkerAttempt(_Attempt):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.prior_records = SUBMITTED_RECORDS
         self.generation = 0
+        self.pids: dict[int, str] = {}
+        """The pid of every worker of the round that runs now, with its label."""
+        self.stalls_left = 1 if self.s.stall else 0
+        self.kills_around = 1 if self.s.kill_around else 0
+        self.stalled_at: int | None = None
+        self.stalled_pid: int | None = None
+        self.stalled_epoch: int | None = None
 
     async def _drive(self, *, first: bool) -> list[Child]:
         """One round. The first submits the runs, and when a crash point is armed it is the
@@ -50,9 +67,90 @@ class WorkerAttempt(_Attempt):
             return []  # the last round completed every run: no worker is needed again
         # Kill moments are measured first: the clean pool that measures them needs a slot.
         plan = await self._kill_plan()
+        stall = await self._stall_plan()
+        around = self.s.kill_around if self.kills_around > 0 else None
+        self.kills_around = 0
         async with self.harness.slots:
-            rounds = await asyncio.gather(*(self._slot(i, plan[i]) for i in range(self.s.workers)))
+            helpers = []
+            if stall is not None:
+                helpers.append(asyncio.create_task(self._stall(stall)))
+            if around is not None:
+                helpers.append(asyncio.create_task(self._kill_around(*around)))
+            try:
+                rounds = await asyncio.gather(
+                    *(self._slot(i, plan[i]) for i in range(self.s.workers))
+                )
+            finally:
+                for helper in helpers:
+                    helper.cancel()
+                await asyncio.gather(*helpers, return_exceptions=True)
         return [child for children in rounds for child in children]
+
+    async def _stall_plan(self) -> float | str | None:
+        """The stall of this round (the first only): a call to wait for, or a fraction of a
+        clean drive."""
+        if self.stalls_left <= 0 or self.s.stall is None:
+            return None
+        self.stalls_left -= 1
+        how, _, what = self.s.stall.partition(":")
+        if how == "begun":
+            return what
+        _, active = await self.harness.clean_seconds(self.s)
+        return float(what) * active
+
+    async def _stall(self, when: float | str) -> None:
+        """SIGSTOP the worker that holds the first run, past its lease's TTL; then SIGCONT it."""
+        run_id = self.s.run_ids[0]
+        pid = None
+        while pid is None:
+            if isinstance(when, str):  # the process whose tool received that call's request
+                pids = await asyncio.to_thread(self.ledger.begun_by, run_id, when)
+                pid = pids[0] if pids else None
+            else:
+                await asyncio.sleep(when)
+                lease = await self._lease(run_id)
+                pid = lease.owner.pid if lease is not None and lease.live else None
+                if pid is None:
+                    return  # nobody holds it at that moment: the stall does not happen
+            if pid is None:
+                await asyncio.sleep(0.005)
+        if pid not in self.pids:
+            self.outcome.violate(f"the run is held by pid {pid}, none of this round's workers")
+            return
+        os.kill(pid, signal.SIGSTOP)
+        self.stalled_at = now_ms()
+        self.stalled_pid = pid
+        self.outcome.stalled += 1
+        try:
+            lease = await self._lease(run_id)  # a read: the stopped one may hold the write lock
+            if lease is not None and lease.owner.pid == pid:
+                self.stalled_epoch = lease.epoch
+            await asyncio.sleep(self.s.stall_seconds)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+
+    async def _kill_around(self, call_id: str, window_ms: float) -> None:
+        """SIGKILL the worker whose tool received ``call_id``'s request, at a seeded moment up
+        to ``window_ms`` after that."""
+        run_id = self.s.run_ids[0]
+        delay = self.rng.uniform(0, window_ms) / 1000
+        while not (pids := await asyncio.to_thread(self.ledger.begun_by, run_id, call_id)):
+            await asyncio.sleep(0.005)
+        await asyncio.sleep(delay)
+        pid = pids[0]
+        if pid not in self.pids:
+            self.outcome.violate(f"{call_id} reached pid {pid}, none of this round's workers")
+            return
+        self.external_kills[pid] = now_ms()
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            self.external_kills.pop(pid, None)
+
+    async def _lease(self, run_id: str) -> Lease | None:
+        if not await journals.has_schema(self.db):
+            return None
+        return await (await self._open_journal()).lease(run_id)
 
     async def _submit(self) -> None:
         """One run through ``python -m runtime submit``; a pool's runs through its library
@@ -112,6 +210,10 @@ class WorkerAttempt(_Attempt):
         self.generation += 1
         name = f"w{i}.{self.generation}"
         idle = IDLE_EXIT + (LEASE_TTL if s.hosts else 0.0)
+        if s.stall is not None:
+            # The one that takes the stopped one's run over halts on its charge, and stays
+            # until its reconciler's next try after the settle time.
+            idle += (s.settle or 0.0) + BACKOFF[0]
         words = ["worker", "--name", name, "--concurrency", str(CONCURRENCY)]
         words += ["--poll", str(POLL), "--lease-ttl", str(LEASE_TTL), "--grace", "5"]
         words += ["--exit-when-idle", str(idle)]
@@ -119,8 +221,61 @@ class WorkerAttempt(_Attempt):
         # leases are taken over at once, because its pid is gone.
         env = {"BIDE_HOST": f"crash-host-{host or i}"} if s.hosts else {}
         return await self._spawn(
-            name, self._cli(words), crash=crash, kill=kill, slot=False, extra_env=env
+            name,
+            self._cli(words),
+            crash=crash,
+            kill=kill,
+            slot=False,
+            extra_env=env,
+            started=lambda pid: self.pids.__setitem__(pid, name),
         )
+
+    def _check_expectations(self) -> None:
+        super()._check_expectations()
+        if "settled" in self.s.expect and not (
+            self.outcome.settled_found + self.outcome.settled_absent
+        ):
+            self.outcome.violate("expected a reconciler to settle a halt; none did")
+        if "in_round" in self.s.expect and self.halted_rounds:
+            self.outcome.violate(
+                f"{self.halted_rounds} round(s) of workers exited leaving a run halted: no live "
+                "worker tried its reconciler again when the journal said it was due"
+            )
+        if self.s.stall is not None:
+            self._check_stall()
+
+    def _check_stall(self) -> None:
+        """The stopped worker lost the run: another owner wrote under a newer epoch, and the
+        stopped one began no side effect once it was stopped (its marker would be fenced off)."""
+        o = self.outcome
+        if self.stalled_at is None or self.stalled_pid is None:
+            if "stalled" in self.s.expect:
+                o.violate("expected a worker to be stopped while it held the run; none was")
+            return
+        if self.stalled_epoch is None:
+            o.violate(f"pid {self.stalled_pid} was stopped, and the run's lease was not its own")
+            return
+        run_id = self.s.run_ids[0]
+        newer = [e for e in self._epochs(run_id) if e > self.stalled_epoch]
+        o.taken_over += bool(newer)
+        if not newer and "stalled" in self.s.expect:
+            # (Stopped at a random moment it may hold the journal's write lock: then nobody can
+            # take the run over until it runs again, and it may keep its lease.)
+            o.violate(
+                f"nobody took the run over from the stopped worker (epoch {self.stalled_epoch}) "
+                f"in {self.s.stall_seconds:g} s"
+            )
+        for call_id, tool, pid, ms in self.ledger.begun_rows(run_id):
+            if pid == self.stalled_pid and tool == "charge" and ms > self.stalled_at:
+                o.violate(f"the stopped worker began {call_id} (a charge) after it was stopped")
+
+    def _epochs(self, run_id: str) -> list[int]:
+        assert self.final_state is not None
+        return [
+            e
+            for r in self.final_state.records
+            if isinstance(r.payload, dict) and isinstance(e := r.payload.get("epoch"), int)
+        ]
 
     async def _check_exits(self, children: list[Child]) -> bool:
         """A worker exits 0 once idle, or dies of a kill we caused; it never gives up a run
@@ -130,6 +285,10 @@ class WorkerAttempt(_Attempt):
             if "MUTANT-SEAM-MISSING" in child.err:
                 raise RuntimeError(f"{child.label}: {child.last_error()}")
             for event in _events(child.err):
+                if event.get("event") == "worker_skipped_run" and str(
+                    event.get("error", "")
+                ).startswith("LeaseLost"):
+                    self.outcome.lease_lost += 1
                 if event.get("event") == "worker_drive_failed" or (
                     event.get("event") == "worker_skipped_run"
                     and not str(event.get("error", "")).startswith("LeaseLost")
