@@ -3,8 +3,8 @@ PostgreSQL (shared by many processes and machines)."""
 
 from runtime.journal.journal import Decided, Journal, Resolution
 from runtime.journal.postgres import PostgresStore
-from runtime.journal.protocol import Store
-from runtime.journal.store import RunPage, RunRow, SQLiteStore
+from runtime.journal.protocol import RunPage, RunRow, Store
+from runtime.journal.sqlite.store import SQLiteStore
 from runtime.records import Appended, Record
 
 __all__ = [

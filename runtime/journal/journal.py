@@ -14,10 +14,11 @@ from runtime import faults, tracing
 from runtime import records as R
 from runtime.approval import ApprovalPolicy, Decision, Tally, canonical_json, judge
 from runtime.errors import ConfigError, ConflictError, RunBusy
+from runtime.journal.codec import unstorable
 from runtime.journal.postgres.connect import is_postgres_url
-from runtime.journal.protocol import Store
+from runtime.journal.protocol import RunPage, RunRow, Store
 from runtime.journal.sqlite import BUSY_TIMEOUT_MS
-from runtime.journal.store import RunPage, RunRow, SQLiteStore, unstorable
+from runtime.journal.sqlite.store import SQLiteStore
 from runtime.logs import get_logger
 from runtime.ownership import DEFAULT_TTL, Lease, is_alive
 from runtime.state import CallState, RunState
