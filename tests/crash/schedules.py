@@ -374,7 +374,7 @@ def reconciled_points(*, slow: bool = False) -> list[Schedule]:
             worker_point(f"write.after_commit@{MARKER_C3[SE] - 2}", SE),
             worker_point("result.after_record@3", SE),
             worker_point("tool.after_effect@2", "mixed", hosts=True),
-            worker_point("attempt.after_marker@1", "mixed"),
+            worker_point("attempt.after_marker@2", SE, hosts=True),
         ]
     return [reconciled(p, g) for p in points]
 

@@ -87,8 +87,8 @@ class WorkerAttempt(_Attempt):
         return [child for children in rounds for child in children]
 
     async def _stall_plan(self) -> float | str | None:
-        """The stall of this round (the first only): a call to wait for, or a fraction of a
-        clean drive."""
+        """The stall of this round (the first only): a call to wait for, or the seconds after
+        the run is first claimed (a fraction of a clean drive)."""
         if self.stalls_left <= 0 or self.s.stall is None:
             return None
         self.stalls_left -= 1
@@ -106,7 +106,9 @@ class WorkerAttempt(_Attempt):
             if isinstance(when, str):  # the process whose tool received that call's request
                 pids = await asyncio.to_thread(self.ledger.begun_by, run_id, when)
                 pid = pids[0] if pids else None
-            else:
+            else:  # that long after a worker claimed the run
+                while (lease := await self._lease(run_id)) is None or not lease.live:
+                    await asyncio.sleep(0.02)
                 await asyncio.sleep(when)
                 lease = await self._lease(run_id)
                 pid = lease.owner.pid if lease is not None and lease.live else None
