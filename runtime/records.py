@@ -10,6 +10,9 @@ One run's keys (insert-if-absent, so of two drivers writing one key exactly one 
     late/<call>/<k>             a result that arrived after attempt k was resolved "not executed"
                                 (or after the run ended)
     halt/<call>/<k>             why this drive halted on attempt k (the exception), as evidence
+    handle/<call>/<k>           how to find attempt k's effect again, journaled by the tool while
+                                the attempt runs (an MCP task id): a resume continues the attempt
+                                through the tool's ``resume`` instead of halting on it
     decision/<call>/<digest>    an approval decision as submitted (counted or not); identical
                                 resubmissions share a key, so they are no-ops
     tally/<call>/<policy>       the gate's terminal tally under one policy, before the tool runs
@@ -33,6 +36,7 @@ __all__ = [
     "DECISION",
     "END",
     "HALT",
+    "HANDLE",
     "INTERRUPT",
     "LATE",
     "RECONCILE",
@@ -42,12 +46,14 @@ __all__ = [
     "TALLY",
     "TURN",
     "Appended",
+    "Handle",
     "Outcome",
     "Record",
     "answer_key",
     "attempt_key",
     "decision_key",
     "halt_key",
+    "handle_key",
     "interrupt_key",
     "late_key",
     "reconcile_key",
@@ -71,6 +77,7 @@ INTERRUPT = "interrupt"
 ANSWER = "answer"
 CANCEL = "cancel"
 HALT = "halt"
+HANDLE = "handle"
 STOP = "stop"
 RECONCILE = "reconcile"
 END = "end"
@@ -96,6 +103,10 @@ def late_key(call_id: str, attempt: int) -> str:
 
 def halt_key(call_id: str, attempt: int) -> str:
     return f"halt/{call_id}/{attempt}"
+
+
+def handle_key(call_id: str, attempt: int) -> str:
+    return f"handle/{call_id}/{attempt}"
 
 
 def reconcile_key(call_id: str, attempt: int, n: int) -> str:
@@ -129,6 +140,40 @@ def error_payload(kind: str, message: str, data: Any = None) -> dict[str, Any]:
     if data is not None:
         payload["data"] = data
     return payload
+
+
+@dataclass(frozen=True, slots=True)
+class Handle:
+    """What a side effect journaled, mid-attempt, to find its effect again after a crash.
+
+    The payload of a ``handle/<call>/<k>`` record. ``value`` is the tool's own JSON (an MCP tool
+    journals ``{"mcp_task": <task id>, "server": <name>}``); the runtime never reads inside it.
+    Its meaning: the effect was accepted and can be asked about, so the attempt's outcome is
+    knowable. A resume gives it to the tool's ``resume`` instead of halting; a build whose tool
+    cannot resume halts as for any attempt without a result.
+    """
+
+    call_id: str
+    attempt: int
+    tool: str
+    value: Any
+
+    def to_payload(self) -> dict[str, Any]:
+        return {
+            "call_id": self.call_id,
+            "attempt": self.attempt,
+            "tool": self.tool,
+            "handle": self.value,
+        }
+
+    @classmethod
+    def from_payload(cls, payload: Any) -> Handle:
+        return cls(
+            call_id=str(payload["call_id"]),
+            attempt=int(payload["attempt"]),
+            tool=str(payload.get("tool", "")),
+            value=payload.get("handle"),
+        )
 
 
 @dataclass(frozen=True, slots=True)
