@@ -25,6 +25,7 @@ from mcp import ClientSession, MCPError
 from mcp.client.session import ClientRequestContext, IncomingMessage
 from mcp.client.subscriptions import ToolsListChanged, listen
 
+from adapters.mcp import tasks as T
 from adapters.mcp.elicitation import ElicitationAnswer, ElicitationRequest, ElicitationResolver
 from runtime.errors import ConfigError, ProtocolError, ToolError, ToolOutcomeUnknown
 from runtime.logs import get_logger
@@ -68,6 +69,10 @@ _AMBIGUOUS_CODES: Final = frozenset(
 _MAX_SERVER_TEXT: Final = 2000
 
 
+class _Raw(pydantic.RootModel[dict[str, Any]]):
+    """An answer kept as the JSON object it was, to be checked by its own reader."""
+
+
 @dataclass(slots=True)
 class _Round:
     """One tools/call request of a call: its JSON-RPC id, once the transport has seen it leave."""
@@ -100,8 +105,12 @@ class Session:
         *,
         elicitation: ElicitationResolver | None = None,
         on_tool_list_changed: ToolListChangedCallback | None = None,
+        tasks: bool = False,
+        name: str = "mcp",
     ) -> None:
         self._sdk: ClientSession | None = None
+        self._tasks = tasks
+        self._name = name
         self._resolver = elicitation
         self._on_tool_list_changed = on_tool_list_changed
         self._task_group: anyio.abc.TaskGroup | None = None
@@ -190,7 +199,7 @@ class Session:
         active = _Active(call, durable)
         self._active.append(active)
         try:
-            attempt = self._send_call(name, arguments, meta=meta, call=call, active=active)
+            attempt = self._run_call(name, arguments, meta=meta, call=call, active=active)
             answer = await (attempt if seconds is None else _within(attempt, seconds, name, ids))
         finally:
             self._active.remove(active)
@@ -200,7 +209,7 @@ class Session:
             raise active.paused
         return answer
 
-    async def _send_call(
+    async def _run_call(
         self,
         name: str,
         arguments: dict[str, Any],
@@ -209,6 +218,96 @@ class Session:
         call: ToolContext | None,
         active: _Active,
     ) -> types.CallToolResult:
+        answer = await self._send_call(name, arguments, meta=meta, call=call, active=active)
+        if isinstance(answer, types.CallToolResult):
+            return answer
+        # The server took the call as a task. Its id is journaled before anything else: from
+        # the commit on, a crash leaves a call whose outcome a resume can poll for.
+        if call is not None:
+            await call.record_handle(T.handle_of(answer.task_id, self._name))
+        log.info("mcp_task_started", tool=name, task=answer.task_id, status=answer.status)
+        return await self._follow_task(name, answer, _ids(call))
+
+    async def _resume_task(
+        self, name: str, task_id: str, *, call: ToolContext, seconds: float | None
+    ) -> types.CallToolResult:
+        """Poll a task a crashed or halted attempt journaled, to its end, within ``seconds``."""
+        ids = _ids(call)
+        if self._closed:
+            raise ToolOutcomeUnknown(
+                f"{name}: task {safe_repr(task_id)} cannot be polled, the MCP session is closed"
+                f"{self._why()}; it may have run",
+                **ids,
+            )
+        known = T.TaskState(task_id, "working", None)
+        attempt = self._follow_task(name, known, ids, wait_first=False)
+        return await (attempt if seconds is None else _within(attempt, seconds, name, ids))
+
+    async def _follow_task(
+        self, name: str, state: T.TaskState, ids: dict[str, str], *, wait_first: bool = True
+    ) -> types.CallToolResult:
+        """Poll ``tasks/get`` until the task ends, at the pace the server asks (bounded)."""
+        pause, wait = T.DEFAULT_POLL_SECONDS, wait_first
+        while not state.ended:
+            if state.status == "input_required":
+                raise ToolOutcomeUnknown(
+                    f"{name}: task {safe_repr(state.task_id)} asks for input, which bide does "
+                    "not give to a task; it may have acted",
+                    **ids,
+                )
+            if state.poll_seconds is not None:
+                pause = min(max(state.poll_seconds, T.MIN_POLL_SECONDS), T.MAX_POLL_SECONDS)
+            if wait:
+                await asyncio.sleep(pause)
+            wait = True
+            state = await self._get_task(name, state.task_id, ids)
+        log.info("mcp_task_ended", tool=name, task=state.task_id, status=state.status)
+        if state.result is not None:
+            return state.result  # completed, or failed with the server's own isError result
+        said = f": {_server_text(state.message)}" if state.message else ""
+        if state.status == "cancelled":
+            raise ToolError(
+                f"{name}: the server cancelled its task{said} (what it did before is not known)",
+                **ids,
+            )
+        raise ToolError(f"{name} failed: its task failed{said}", **ids)
+
+    async def _get_task(self, name: str, task_id: str, ids: dict[str, str]) -> T.TaskState:
+        sdk = self._connected()
+        request = T.GetTask(params=T.TaskParams(task_id=task_id))
+        try:
+            raw = (await sdk.send_request(request, _Raw)).root
+        except MCPError as exc:
+            self._note_failure(exc)
+            raise ToolOutcomeUnknown(
+                f"{name}: polling task {safe_repr(task_id)} failed (error {exc.error.code}: "
+                f"{_server_text(exc.error.message)}){self._why()}; it may have run",
+                **ids,
+            ) from exc
+        except Exception as exc:
+            raise ToolOutcomeUnknown(
+                f"{name}: the answer to polling task {safe_repr(task_id)} could not be read "
+                f"({type(exc).__name__}); it may have run",
+                **ids,
+            ) from exc
+        return T.read_task_state(raw, task_id, server=self._name)
+
+    async def _cancel_task(self, task_id: str) -> None:
+        """Ask the server to cancel a task (``tasks/cancel``); what it did already stays done."""
+        sdk = self._connected()
+        if self._closed:
+            raise ProtocolError(f"cannot cancel task {safe_repr(task_id)}: the session is closed")
+        await sdk.send_request(T.CancelTask(params=T.TaskParams(task_id=task_id)), _Raw)
+
+    async def _send_call(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        meta: dict[str, Any] | None,
+        call: ToolContext | None,
+        active: _Active,
+    ) -> types.CallToolResult | T.TaskState:
         sdk = self._connected()
         ids = _ids(call)
         responses: dict[str, types.InputResponse] | None = None
@@ -229,7 +328,16 @@ class Session:
             try:
                 # Not sdk.call_tool: it validates structured content against the listed output
                 # schema and raises RuntimeError after the tool ran, and may re-list first.
-                answer = await sdk.send_request(request, _CALL_RESULT)
+                if self._tasks:
+                    raw = (await sdk.send_request(request, _Raw)).root
+                    if raw.get("resultType") == "task":
+                        task = raw
+                    else:
+                        answer = _CALL_RESULT.validate_python(raw)
+                        task = None
+                else:
+                    answer = await sdk.send_request(request, _CALL_RESULT)
+                    task = None
             except MCPError as exc:
                 from_server = self._sent_by_server(sent, exc)
                 if not from_server:
@@ -244,6 +352,9 @@ class Session:
             finally:
                 _ROUND.reset(token)
                 self._forget(sent)
+            if task is not None:
+                # Outside the try: a task answer that breaks the extension names the server.
+                return T.read_task_answer(task, server=self._name, tool=name)
             if isinstance(answer, types.CallToolResult):
                 return answer
             if answer.input_requests:

@@ -13,8 +13,9 @@ from jsonschema import exceptions as jsonschema_exceptions
 from referencing.exceptions import Unresolvable
 
 from adapters.mcp.session import Session
-from runtime.errors import ToolArgumentsError, ToolError
-from runtime.tools import ToolContext, ToolSpec
+from adapters.mcp.tasks import task_of
+from runtime.errors import ToolArgumentsError, ToolError, ToolOutcomeUnknown
+from runtime.tools import ToolContext, ToolSpec, safe_repr
 
 __all__ = [
     "DEFAULT_MAX_RESULT_BYTES",
@@ -107,6 +108,38 @@ class MCPTool:
         result = await self._session._call_tool(
             name, checked, meta=meta, call=context, seconds=self._spec.timeout, durable=durable
         )
+        return self._value(result, ids)
+
+    async def resume(self, handle: Any, arguments: Mapping[str, Any], context: ToolContext) -> Any:
+        """Continue a call the server took as a task whose id was journaled (``runtime.Tool``):
+        poll the task to its end within the tool's timeout, and answer as ``call`` does.
+
+        Nothing is sent again. A task that cannot be polled (the server forgot it, the
+        connection failed, the deadline passed) is ``ToolOutcomeUnknown``: the run halts on it,
+        and a later resume polls again.
+        """
+        ids = {"run_id": context.run_id, "call_id": context.call_id}
+        task_id = task_of(handle)
+        if task_id is None:
+            raise ToolOutcomeUnknown(
+                f"{self._spec.name}: the journaled handle {safe_repr(handle)} names no MCP task; "
+                "the call may have run",
+                **ids,
+            )
+        result = await self._session._resume_task(
+            self._spec.name, task_id, call=context, seconds=self._spec.timeout
+        )
+        return self._value(result, ids)
+
+    async def cancel_handle(self, handle: Any, context: ToolContext) -> None:
+        """Ask the server to cancel the task behind ``handle`` (``tasks/cancel``), when the run
+        is cancelled. It proves nothing: the task may have acted, or finished, already."""
+        task_id = task_of(handle)
+        if task_id is not None:
+            await self._session._cancel_task(task_id)
+
+    def _value(self, result: types.CallToolResult, ids: dict[str, str]) -> Any:
+        name = self._spec.name
         value = _result_value(result)
         size = len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
         if 0 < self._max_result_bytes < size:
