@@ -139,13 +139,23 @@ class Calls:
     async def run(self, cs: CallState) -> Outcome:
         """Run one pending call to its outcome: recorded, halted, waiting or cancelled."""
         call = cs.call
-        if cs.marker is not None and cs.handle is not None:
+        handle = cs.handle
+        if cs.marker is not None and handle is not None and not handle.in_flight:
             try:
-                return await self._resume(cs, cs.handle)
+                return await self._resume(cs, handle)
+            except Interrupted as paused:
+                log.info("run_waiting", call_id=call.id, tool=call.name, kind="input")
+                resumed_waiting: Waiting = paused.waiting
+                return resumed_waiting
             except Misuse as misuse:
                 raise misuse.error from None
         if cs.marker is not None:
             cause = "the side effect was attempted and no result was recorded: it may have acted"
+            if handle is not None:  # in flight: a further request of the attempt had left
+                cause = (
+                    f"step {handle.n} of the side effect's attempt had left and its reply was "
+                    "not recorded: it may have acted"
+                )
             recorded = cs.halt_cause
             if recorded is not None:
                 cause += f" (when it halted: {recorded})"
@@ -209,10 +219,10 @@ class Calls:
 
     def _handle_recorder(
         self, cs: CallState, k: int, safety: Safety
-    ) -> Callable[[Any], Awaitable[bool]]:
+    ) -> Callable[..., Awaitable[bool]]:
         call = cs.call
 
-        async def record_handle(value: Any) -> bool:
+        async def record_handle(value: Any, *, in_flight: bool = False) -> bool:
             if safety is not Safety.SIDE_EFFECT:
                 return False  # a retry-safe call runs again after a crash: no handle needed
             problem = unstorable(value, name="handle")
@@ -224,23 +234,29 @@ class Calls:
                         call_id=call.id,
                     )
                 )
-            handle = R.Handle(call_id=call.id, attempt=k, tool=call.name, value=value)
-            # Evidence that the effect exists, so kept whatever happened to the run meanwhile.
-            appended = await self.drive.append(
-                R.handle_key(call.id, k), R.HANDLE, handle.to_payload(), after_end=True
+            n = max(cs.handles.get(k, {}), default=0) + 1
+            handle = R.Handle(
+                call_id=call.id, attempt=k, n=n, tool=call.name, value=value, in_flight=in_flight
             )
-            if not appended.won and (
-                appended.record is None
-                or R.Handle.from_payload(appended.record.payload).value != value
-            ):
-                raise Misuse(
-                    ConfigError(
-                        f"tool {call.name} journaled a second, different handle for attempt {k}",
-                        run_id=self.drive.run_id,
-                        call_id=call.id,
-                    )
+            # Evidence of what the effect did, so kept whatever happened to the run meanwhile.
+            appended = await self.drive.append(
+                R.handle_key(call.id, k, n), R.HANDLE, handle.to_payload(), after_end=True
+            )
+            if not appended.won:
+                # Another writer journaled this step: nothing more may leave from here.
+                raise ToolOutcomeUnknown(
+                    f"{call.name}: step {n} of attempt {k} was journaled by another driver",
+                    run_id=self.drive.run_id,
+                    call_id=call.id,
                 )
-            log.info("tool_handle_recorded", call_id=call.id, tool=call.name, attempt=k)
+            log.info(
+                "tool_handle_recorded",
+                call_id=call.id,
+                tool=call.name,
+                attempt=k,
+                step=n,
+                in_flight=in_flight,
+            )
             return True
 
         return record_handle
@@ -296,7 +312,9 @@ class Calls:
         async def interrupt(
             key: str, prompt: str, *, expect: Any = str, schema: Mapping[str, Any] | None = None
         ) -> Any:
-            if safety is Safety.SIDE_EFFECT:
+            if safety is Safety.SIDE_EFFECT and not cs.resumable:
+                # A side effect that journaled a handle is continued, never re-run, once
+                # answered: only then may it ask.
                 raise Misuse(
                     ConfigError(
                         f"tool {call.name} is a SIDE_EFFECT and called interrupt(): only READ_ONLY"

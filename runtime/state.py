@@ -35,8 +35,9 @@ class CallState:
     late: dict[int, Record] = field(default_factory=dict)
     halts: dict[int, Record] = field(default_factory=dict)
     """Why a drive halted on an attempt (the exception), journaled as evidence."""
-    handles: dict[int, Record] = field(default_factory=dict)
-    """What the tool journaled mid-attempt to find its effect again (``records.Handle``)."""
+    handles: dict[int, dict[int, Record]] = field(default_factory=dict)
+    """The steps of progress the tool journaled mid-attempt (``records.Handle``), by attempt
+    and then by step."""
     decisions: list[Record] = field(default_factory=list)
     tallies: dict[str, Record] = field(default_factory=dict)
     """Terminal tallies of the approval gate, by the digest of the policy they were made under."""
@@ -82,12 +83,17 @@ class CallState:
         return cause if isinstance(cause, str) else None
 
     @property
-    def handle(self) -> R.Handle | None:
-        """The handle the current attempt journaled, if it was attempted and journaled one."""
-        record = self.handles.get(self.attempt)
-        if record is None or self.marker is None:
+    def _last_handle(self) -> Record | None:
+        steps = self.handles.get(self.attempt)
+        if not steps or self.marker is None:
             return None
-        return R.Handle.from_payload(record.payload)
+        return steps[max(steps)]
+
+    @property
+    def handle(self) -> R.Handle | None:
+        """The latest step the current attempt journaled, if it was attempted and journaled one."""
+        record = self._last_handle
+        return R.Handle.from_payload(record.payload) if record is not None else None
 
     @property
     def unknown_outcome(self) -> bool:
@@ -98,14 +104,12 @@ class CallState:
 
     @property
     def resumable(self) -> bool:
-        """Attempted, no result, and a handle journaled with no halt since: its outcome is
-        knowable, so the run is not halted on it; a resume asks the tool to continue it. A halt
-        after the handle (the drive could not learn the outcome) makes it halted until a resume
-        tries again."""
-        if not self.unknown_outcome:
-            return False
-        record = self.handles.get(self.attempt)
-        if record is None:
+        """Attempted, no result, and its latest step journaled a handle (not a request in
+        flight) with no halt since: its outcome is knowable, so the run is not halted on it; a
+        resume asks the tool to continue it. A halt after the step (the drive could not learn
+        the outcome) makes it halted until a resume tries again."""
+        record = self._last_handle
+        if not self.unknown_outcome or record is None or record.payload.get("in_flight") is True:
             return False
         halt = self.halts.get(self.attempt)
         return halt is None or halt.seq < record.seq
@@ -174,16 +178,14 @@ class RunState:
             self.start = payload
         elif kind == R.TURN:
             self._add_turn(record)
-        elif kind in (R.ATTEMPT, R.RESULT, R.LATE, R.HALT, R.HANDLE):
+        elif kind in (R.ATTEMPT, R.RESULT, R.LATE, R.HALT):
             call = self._call(record)
             attempt = int(payload["attempt"])
-            by_kind = {
-                R.ATTEMPT: call.markers,
-                R.RESULT: call.results,
-                R.LATE: call.late,
-                R.HANDLE: call.handles,
-            }
+            by_kind = {R.ATTEMPT: call.markers, R.RESULT: call.results, R.LATE: call.late}
             by_kind.get(kind, call.halts)[attempt] = record
+        elif kind == R.HANDLE:
+            steps = self._call(record).handles.setdefault(int(payload["attempt"]), {})
+            steps[int(payload.get("n", 1))] = record
         elif kind == R.DECISION:
             self._call(record).decisions.append(record)
         elif kind == R.TALLY:
@@ -311,7 +313,7 @@ class RunState:
     def waiting_calls(self) -> list[CallState]:
         """Pending calls that wait for a person (an approval or an answer), by the same rule
         ``status()`` uses."""
-        return [c for c in self.pending_calls() if not c.unknown_outcome and self._waits(c)]
+        return [c for c in self.pending_calls() if not c.halted and self._waits(c)]
 
     def anomalies(self) -> list[str]:
         """What in the records says the run may have acted twice or broke the journal's rules.

@@ -207,7 +207,7 @@ class ToolContext:
         safety: Safety = Safety.SIDE_EFFECT,
         idempotency_key: str | None = None,
         interrupt: Callable[..., Awaitable[Any]] | None = None,
-        record_handle: Callable[[Any], Awaitable[bool]] | None = None,
+        record_handle: Callable[..., Awaitable[bool]] | None = None,
     ):
         self.run_id = run_id
         self.call_id = call_id
@@ -217,28 +217,33 @@ class ToolContext:
         self._interrupt = interrupt
         self._record_handle = record_handle
 
-    async def record_handle(self, handle: Any) -> bool:
-        """Journal ``handle`` (plain JSON) as the way to find this attempt's effect again.
+    async def record_handle(self, handle: Any, *, in_flight: bool = False) -> bool:
+        """Journal ``handle`` (plain JSON) as the next step of this attempt's progress.
 
-        For a SIDE_EFFECT driven by an agent run: the record is committed before this returns,
-        and from then on the attempt is not an unknown outcome: after a crash a resume gives the
-        handle to the tool's ``resume`` (see ``resumer``) instead of halting. Call it the moment
-        the handle is known (an MCP server's task id) and before waiting on it. One handle per
-        attempt: the same one again is a no-op, a different one stops the drive (``Misuse``).
-        Returns False, journaling nothing, where no handle is needed (a retry-safe call runs
-        again anyway) or none can be kept (a call made outside a run).
+        For a SIDE_EFFECT driven by an agent run the record is committed before this returns.
+        A plain handle is the way to find or continue the effect (an MCP server's task id, an
+        input round's request state): from then on the attempt is not an unknown outcome, and
+        after a crash a resume gives the latest handle to the tool's ``resume`` (``resumer``)
+        instead of halting; the tool may then also ``interrupt`` (it is continued, not re-run,
+        once answered). Call it the moment the handle is known, before waiting on it.
+        ``in_flight=True`` journals that a further request of the attempt is about to leave:
+        until the next step the outcome is unknown again, and a resume halts. Returns False,
+        journaling nothing, where no handle is needed (a retry-safe call runs again anyway) or
+        none can be kept (a call made outside a run).
         """
         if self._record_handle is None:
             return False
-        return await self._record_handle(handle)
+        return await self._record_handle(handle, in_flight=in_flight)
 
     async def interrupt(
         self, key: str, prompt: str, *, expect: Any = str, schema: Mapping[str, Any] | None = None
     ) -> Any:
         """Pause the run until a person answers ``prompt``; return the answer on resume.
 
-        Allowed in READ_ONLY and IDEMPOTENT tools only: the tool runs again from the start once
-        the answer is journaled, so everything before the interrupt must be safe to repeat.
+        Allowed in READ_ONLY and IDEMPOTENT tools: the tool runs again from the start once the
+        answer is journaled, so everything before the interrupt must be safe to repeat. A
+        SIDE_EFFECT may ask only once it has journaled a handle (``record_handle``): it is then
+        continued through its ``resume``, never run again.
         """
         if self._interrupt is None:
             raise ConfigError(

@@ -76,7 +76,7 @@ async def test_a_journaled_handle_is_resumed_instead_of_halting(db_path: Path) -
     await _cut_off(db_path, job)
     state = await _state(db_path)
     call = state.calls["c1"]
-    assert call.handle == R.Handle(call_id="c1", attempt=1, tool="job", value={"job": "j-7"})
+    assert call.handle == R.Handle(call_id="c1", attempt=1, n=1, tool="job", value={"job": "j-7"})
     assert call.unknown_outcome and call.resumable and not call.halted
     assert state.status() == "running" and state.halted_calls() == []
     assert state.live_status(None) == "orphaned"  # a resume (or a worker) continues it
@@ -129,3 +129,62 @@ async def test_cancelling_a_run_asks_the_tool_to_cancel_its_open_handle(db_path:
     assert job.cancelled == [{"job": "j-7"}] and job.resumed == []
     # Cancelling says nothing about what the job did: the call stays unresolved.
     assert [c.call.id for c in (await _state(db_path)).unresolved_calls()] == ["c1"]
+
+
+class Confirming(Job):
+    """A side effect that journals a handle, then asks a person before its next request."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent: list[str] = []
+        self.crash_in_flight = False
+
+    async def call(self, arguments: Mapping[str, Any], context: ToolContext | None = None) -> Any:
+        assert context is not None
+        self.submitted += 1
+        await context.record_handle({"state": "s1"})
+        return await self.resume({"state": "s1"}, arguments, context)
+
+    async def resume(self, handle: Any, arguments: Mapping[str, Any], context: ToolContext) -> Any:
+        answer = await context.interrupt("confirm", "Go on?", expect=dict)
+        await context.record_handle({"sending": handle["state"]}, in_flight=True)
+        self.sent.append(handle["state"])
+        if self.crash_in_flight:
+            raise asyncio.CancelledError  # the process dies with the request out
+        return f"confirmed {answer['ok']}"
+
+
+async def test_a_side_effect_with_a_handle_may_ask_and_is_continued_once_answered(
+    db_path: Path,
+) -> None:
+    tool = Confirming()
+    result = await _run(db_path, tool)
+    assert result.status is RunStatus.WAITING
+    (waiting,) = result.waiting
+    assert (waiting.kind, waiting.key) == ("input", "confirm")
+    state = await _state(db_path)
+    assert state.status() == "waiting" and [c.call.id for c in state.waiting_calls()] == ["c1"]
+    async with Journal(db_path) as journal:
+        await journal.answer("r", "confirm", {"ok": True})
+    assert (await _run(db_path, tool, input=None)).status is RunStatus.COMPLETED
+    assert tool.submitted == 1 and tool.sent == ["s1"]
+    steps = (await _state(db_path)).calls["c1"].handles[1]
+    assert [steps[n].payload["in_flight"] for n in sorted(steps)] == [False, True]
+
+
+async def test_a_crash_with_a_further_request_in_flight_halts(db_path: Path) -> None:
+    tool = Confirming()
+    await _run(db_path, tool)
+    async with Journal(db_path) as journal:
+        await journal.answer("r", "confirm", {"ok": True})
+    tool.crash_in_flight = True
+    drive = asyncio.ensure_future(_run(db_path, tool, input=None))
+    await asyncio.gather(drive, return_exceptions=True)
+    state = await _state(db_path)
+    assert state.status() == "halted" and state.calls["c1"].handle is not None
+    tool.crash_in_flight = False
+    result = await _run(db_path, tool, input=None)
+    assert result.status is RunStatus.HALTED
+    (halt,) = result.halts
+    assert "step 2" in halt.cause and "may have acted" in halt.cause
+    assert tool.sent == ["s1"]  # never sent again

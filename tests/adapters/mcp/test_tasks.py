@@ -51,7 +51,7 @@ async def test_the_task_id_is_journaled_before_the_result_and_the_result_comes_b
     assert result.status is RunStatus.COMPLETED and result.output == "charged"
     kinds = [r.kind for r in state.records if r.payload and r.payload.get("call_id") == "c1"]
     assert kinds == [R.ATTEMPT, R.HANDLE, R.RESULT]
-    handle = state.calls["c1"].handles[1].payload["handle"]
+    handle = state.calls["c1"].handles[1][1].payload["handle"]
     (task_id,) = extension.tasks
     assert handle == {"mcp_task": task_id, "server": "tasks"}
     content, is_error = state.calls["c1"].message_content()
