@@ -105,20 +105,50 @@ class MCPTool:
         # Only a call the agent may run again from the start can pause on a question: a side
         # effect's elicitation is answered live, never by pausing (that could repeat the effect).
         durable = self._durable and context is not None and context.safety.retry_safe
+        # A side effect's 2026-07-28 input rounds are journaled instead: each round is a step
+        # of the attempt, and the call is continued from it once answered, never re-run.
+        rounds = self._durable and context is not None and not context.safety.retry_safe
         result = await self._session._call_tool(
-            name, checked, meta=meta, call=context, seconds=self._spec.timeout, durable=durable
+            name,
+            checked,
+            meta=meta,
+            call=context,
+            seconds=self._spec.timeout,
+            durable=durable,
+            rounds=rounds,
         )
         return self._value(result, ids)
 
     async def resume(self, handle: Any, arguments: Mapping[str, Any], context: ToolContext) -> Any:
-        """Continue a call the server took as a task whose id was journaled (``runtime.Tool``):
-        poll the task to its end within the tool's timeout, and answer as ``call`` does.
+        """Continue a call from the step its attempt journaled (``runtime.Tool``), and answer
+        as ``call`` does.
 
-        Nothing is sent again. A task that cannot be polled (the server forgot it, the
-        connection failed, the deadline passed) is ``ToolOutcomeUnknown``: the run halts on it,
-        and a later resume polls again.
+        A task (its id journaled): poll it to its end within the tool's timeout; nothing is
+        sent again. A task that cannot be polled (the server forgot it, the connection failed,
+        the deadline passed) is ``ToolOutcomeUnknown``: the run halts on it, and a later resume
+        polls again. An input round (its request state journaled): send the journaled answers
+        with the state exactly as the server sent it, or pause again while one is missing.
         """
         ids = {"run_id": context.run_id, "call_id": context.call_id}
+        asked = handle.get("mcp_input") if isinstance(handle, Mapping) else None
+        if isinstance(asked, Mapping) and self._durable:
+            result = await self._session._call_tool(
+                self._spec.name,
+                self._check_arguments(arguments, ids),
+                meta={IDEMPOTENCY_KEY_META: context.idempotency_key},
+                call=context,
+                seconds=self._spec.timeout,
+                rounds=True,
+                resume=asked,
+            )
+            return self._value(result, ids)
+        if isinstance(asked, Mapping):
+            raise ToolOutcomeUnknown(
+                f"{self._spec.name}: the attempt journaled an input round, but this tool was "
+                "listed without durable_elicitation and cannot continue it; earlier rounds may "
+                "have acted",
+                **ids,
+            )
         task_id = task_of(handle)
         if task_id is None:
             raise ToolOutcomeUnknown(
