@@ -14,7 +14,10 @@ from runtime.console.html import Html, attr_json, join, page
 from runtime.console.runs import Page, Row
 from runtime.console.status import STATUSES, badge
 from runtime.messages import AssistantTurn
-from runtime.timeline import Event, Stop, Timeline, clip
+from runtime.stops import Stop
+from runtime.telling import Event
+from runtime.terminal import clip
+from runtime.timeline import Timeline
 from runtime.tools import idempotency_key_for
 
 __all__ = ["confirm_page", "error_page", "run_page", "runs_page"]

@@ -22,11 +22,10 @@ from runtime.journal.sqlite.setup import check_format
 if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal opens
     from sqlalchemy.ext.asyncio import AsyncConnection
 
-__all__ = ["INDEX_COLUMNS", "AppendOp", "CreateOp", "Failed", "IndexOp", "Op", "apply", "fenced"]
+__all__ = ["AppendOp", "CreateOp", "Failed", "IndexOp", "Op", "apply", "fenced"]
 
 _R, _U, _L = schema.records.name, schema.runs.name, schema.leases.name
-INDEX_COLUMNS = ("status", "agent", "turns", "detail")
-"""The run-index columns an append or ``update_index`` may set."""
+INDEX_COLUMNS = schema.INDEX_COLUMNS
 _MASK = {c: 1 << i for i, c in enumerate(INDEX_COLUMNS)}
 
 LOCK = sa.text(f"SELECT pg_advisory_xact_lock({WRITE_LOCK}), txid_current()")
