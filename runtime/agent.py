@@ -17,7 +17,8 @@ import structlog
 from runtime import faults, tracing
 from runtime import records as R
 from runtime.approval import ApprovalPolicy
-from runtime.calls import Calls, Cancelled, Outcome, RunEnded
+from runtime.calls import Calls
+from runtime.drive import Cancelled, Outcome, RunEnded
 from runtime.errors import (
     BudgetError,
     ConfigError,
