@@ -7,14 +7,14 @@ and for users' tests). Give a Journal any store with ``Journal(store=...)``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from runtime.journal.store import RunPage, RunRow
 from runtime.ownership import Lease, Owner
 from runtime.records import Appended, Record
 
-__all__ = ["Store"]
+__all__ = ["Store", "Wakeups"]
 
 
 @runtime_checkable
@@ -117,3 +117,17 @@ class Store(Protocol):
     ) -> RunPage: ...
 
     async def run_row(self, run_id: str) -> RunRow | None: ...
+
+
+@runtime_checkable
+class Wakeups(Protocol):
+    """What a store may also do (optional): tell a worker that runs became ready, so that it
+    claims them at once rather than at its next poll.
+
+    ``wakeups()`` yields the id of each run that a committed write made ready, from any process
+    on the store, and ``None`` whenever it may have missed some (so: look). It outlives lost
+    connections (logged, retried) and ends only when its consumer stops. It is a shortcut:
+    a worker still polls ``claimable``, and must not rely on hearing every run.
+    """
+
+    def wakeups(self) -> AsyncIterator[str | None]: ...

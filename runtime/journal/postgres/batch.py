@@ -3,7 +3,8 @@
 ``apply(conn, ops)`` takes the journal's write lock, reads in one statement every key the batch
 inserts, guards on or watches, the leases it is fenced by, the highest ``seq`` and the server's
 clock; decides each op's outcome as if the ops ran one by one in order; and writes the winners
-and the run index in one more statement. Four round trips per batch, whatever its size.
+and the run index in one more statement. Four round trips per batch, whatever its size (five
+when the batch makes a run ready without holding its lease: it ``NOTIFY``s the workers).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sqlalchemy as sa
 
 from runtime.errors import FormatError, LeaseLost, StorageError
 from runtime.journal import schema
-from runtime.journal.postgres.connect import NOW_MS, WRITE_LOCK
+from runtime.journal.postgres.connect import NOW_MS, READY_CHANNEL, READY_STATUSES, WRITE_LOCK
 from runtime.journal.sqlite.setup import check_format
 
 if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal opens
@@ -42,6 +43,11 @@ PROBE = sa.text(
     f"WHERE l.run_id = ANY(CAST(:fenced AS text[])) "
     f"UNION ALL SELECT 2, NULL, NULL, (SELECT max(seq) FROM {_R}), NULL, NULL, NULL, {NOW_MS}"
 )
+
+NOTIFY = sa.text(
+    f"SELECT count(pg_notify('{READY_CHANNEL}', r)) FROM unnest(CAST(:runs AS text[])) AS r"
+)
+"""Tell the workers that these runs are ready; delivered when (and only if) the batch commits."""
 
 # Rows inserted by one CTE are invisible to its siblings: a run created in this batch gets its
 # final index values in its INSERT, and only runs that existed before are UPDATEd.
@@ -183,6 +189,9 @@ async def apply(conn: AsyncConnection, ops: list[Op], on_xid: Callable[[int], No
     created: dict[str, dict[str, Any]] = {}  # run -> its index row, for runs new in this batch
     index: dict[str, dict[str, Any]] = {}  # run -> index fields, for runs that existed
     outcomes: list[Any] = []
+    # Runs this batch makes ready to drive. A write fenced by an epoch comes from the run's
+    # owner: the run is not claimable until that owner releases it (the release notifies).
+    ready: dict[str, None] = {}
     for op in ops:
         run_id = op.run_id
         if op.epoch is not None and epochs.get(run_id) != op.epoch:
@@ -213,6 +222,8 @@ async def apply(conn: AsyncConnection, ops: list[Op], on_xid: Callable[[int], No
                 fields = index.setdefault(run_id, {})
             if op.index:
                 fields.update(op.index)
+                if op.epoch is None and op.index.get("status") in READY_STATUSES:
+                    ready[run_id] = None
             outcomes.append((won, watched, *record))
         elif type(op) is CreateOp:
             k = (run_id, "header")
@@ -222,6 +233,8 @@ async def apply(conn: AsyncConnection, ops: list[Op], on_xid: Callable[[int], No
                 present[k] = (seq, "header", "json", op.header, now)
                 inserts.append((seq, run_id, "header", "header", "json", op.header, now))
                 created[run_id] = {"status": "running", "agent": op.agent, "turns": 0}
+                if op.epoch is None:
+                    ready[run_id] = None
                 outcomes.append(True)
                 continue
             try:
@@ -241,9 +254,13 @@ async def apply(conn: AsyncConnection, ops: list[Op], on_xid: Callable[[int], No
             if op.unless is None or (run_id, op.unless) not in present:
                 target = created.get(run_id)
                 (index.setdefault(run_id, {}) if target is None else target).update(op.fields)
+                if op.epoch is None and op.fields.get("status") in READY_STATUSES:
+                    ready[run_id] = None
             outcomes.append(None)
     if inserts or created or index:
         await _write(conn, inserts, created, index, now)
+    if ready:
+        await conn.execute(NOTIFY, {"runs": list(ready)})
     return outcomes
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from runtime.journal import schema
-from runtime.journal.postgres.connect import NOW_MS
+from runtime.journal.postgres.connect import NOW_MS, READY_CHANNEL, READY_STATUSES
 from runtime.ownership import Lease, Owner
 
 __all__ = ["ACQUIRE", "CLAIMABLE", "READ", "RELEASE", "RENEW", "lease_of", "owner_text"]
@@ -45,9 +45,15 @@ RENEW = sa.text(
     f"WHERE l.run_id = :run_id AND l.epoch = :epoch AND NOT l.released RETURNING {_COLUMNS}"
 )
 
+_READY = ", ".join(f"'{s}'" for s in READY_STATUSES)
+
+# A run released while its index says it is to be driven (a submitted run, a drive that yielded
+# to a stopping worker) is ready: the release notifies the workers in its own transaction.
 RELEASE = sa.text(
-    f"UPDATE {_L} AS l SET released = true, expires_ms = {NOW_MS} "
-    "WHERE l.run_id = :run_id AND l.epoch = :epoch AND NOT l.released RETURNING 1"
+    f"WITH r AS (UPDATE {_L} AS l SET released = true, expires_ms = {NOW_MS} "
+    "WHERE l.run_id = :run_id AND l.epoch = :epoch AND NOT l.released RETURNING l.run_id) "
+    f"SELECT (SELECT count(pg_notify('{READY_CHANNEL}', u.run_id)) FROM {_U} AS u "
+    f"WHERE u.run_id = r.run_id AND u.status IN ({_READY})) FROM r"
 )
 
 READ = sa.text(f"SELECT {_COLUMNS} FROM {_L} AS l WHERE l.run_id = :run_id")

@@ -2,17 +2,15 @@
 database that many processes and machines share.
 
 Writes go through the group-commit writer (``postgres.Writer``); reads are SQLAlchemy Core
-queries on pooled autocommit connections, so they never queue behind a batch.
-
-Not yet: waking workers with ``LISTEN/NOTIFY`` when a run becomes ready (a batch that makes a
-run claimable would ``NOTIFY`` in its own transaction); workers poll ``claimable`` meanwhile.
+queries on pooled autocommit connections, so they never queue behind a batch. A write that makes
+a run ready ``NOTIFY``s in its own transaction, and ``wakeups()`` hears it (``postgres.listen``).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import sqlalchemy as sa
@@ -30,6 +28,7 @@ from runtime.journal.postgres.connect import (
     postgres_url,
     storage_error,
 )
+from runtime.journal.postgres.listen import wakeups
 from runtime.journal.postgres.migrate import ensure_engine
 from runtime.journal.postgres.writer import Writer
 from runtime.journal.sqlite.setup import check_format
@@ -134,6 +133,14 @@ class PostgresStore:
     def commits(self) -> int:
         """How many transactions the writer has committed (group commit shares them)."""
         return self._writer.commits
+
+    def wakeups(self) -> AsyncIterator[str | None]:
+        """The ids of runs made ready (submitted, answered, approved, resolved, released), as
+        their writes commit, from any process on this database; ``None`` when the listening
+        connection (its own, not the pool's) is made or made again, since what was notified
+        while it was away is lost. A lost connection is logged and retried with backoff; the
+        iterator ends only when its consumer stops (``Wakeups``)."""
+        return wakeups(self._engine.url, self.path)
 
     # --- writes ----------------------------------------------------------------------------
 
