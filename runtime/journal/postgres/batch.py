@@ -4,7 +4,8 @@
 inserts, guards on or watches, the leases it is fenced by, the highest ``seq`` and the server's
 clock; decides each op's outcome as if the ops ran one by one in order; and writes the winners
 and the run index in one more statement. Four round trips per batch, whatever its size (five
-when the batch makes a run ready without holding its lease: it ``NOTIFY``s the workers).
+when the batch makes a run ready without holding its lease: it ``NOTIFY``s the workers), plus
+one per lease acquired, renewed or released in it (``apply_all``).
 """
 
 from __future__ import annotations
@@ -17,13 +18,26 @@ import sqlalchemy as sa
 
 from runtime.errors import FormatError, LeaseLost, StorageError
 from runtime.journal import schema
+from runtime.journal.postgres import leases as L
 from runtime.journal.postgres.connect import NOW_MS, READY_CHANNEL, READY_STATUSES, WRITE_LOCK
 from runtime.journal.sqlite.setup import check_format
 
 if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal opens
     from sqlalchemy.ext.asyncio import AsyncConnection
 
-__all__ = ["INDEX_COLUMNS", "AppendOp", "CreateOp", "Failed", "IndexOp", "Op", "apply", "fenced"]
+__all__ = [
+    "INDEX_COLUMNS",
+    "AppendOp",
+    "CreateOp",
+    "DataOp",
+    "Failed",
+    "IndexOp",
+    "LeaseOp",
+    "Op",
+    "apply",
+    "apply_all",
+    "fenced",
+]
 
 _R, _U, _L = schema.records.name, schema.runs.name, schema.leases.name
 INDEX_COLUMNS = ("status", "agent", "turns", "detail")
@@ -111,7 +125,17 @@ class IndexOp:
     epoch: int | None = None
 
 
-Op = AppendOp | CreateOp | IndexOp
+@dataclass(slots=True)
+class LeaseOp:
+    """Acquire, renew or release a run's lease (``leases.apply_lease`` says what each returns)."""
+
+    action: L.Action
+    run_id: str
+    values: dict[str, Any]
+
+
+DataOp = AppendOp | CreateOp | IndexOp
+Op = DataOp | LeaseOp
 
 
 class Failed:
@@ -141,7 +165,35 @@ def _encode_index(fields: dict[str, Any]) -> tuple[int, Any, Any, Any, Any]:
     return mask, get("status"), get("agent"), get("turns"), get("detail")
 
 
-async def apply(conn: AsyncConnection, ops: list[Op], on_xid: Callable[[int], None]) -> list[Any]:
+async def apply_all(
+    conn: AsyncConnection, ops: list[Op], on_xid: Callable[[int], None]
+) -> list[Any]:
+    """Apply a batch, lease ops among its writes, inside the open transaction; one outcome per
+    op, in order.
+
+    The lease ops are applied first, one statement each, then the rest (``apply``). Reordering
+    is sound: no op of a batch was answered before another was submitted (every caller awaits
+    its op), so the ops of one batch are concurrent and any order among them is one they could
+    have run in. It is still one transaction: a lease is never granted by a batch that fails.
+    """
+    leases = [(i, op) for i, op in enumerate(ops) if isinstance(op, LeaseOp)]
+    rest = [(i, op) for i, op in enumerate(ops) if not isinstance(op, LeaseOp)]
+    if not leases:
+        return await apply(conn, [op for _, op in rest], on_xid)
+    on_xid((await conn.execute(LOCK)).one()[1])
+    outcomes: list[Any] = [None] * len(ops)
+    for i, lease_op in leases:
+        outcomes[i] = await L.apply_lease(conn, lease_op.action, lease_op.values)
+    if rest:
+        done = await apply(conn, [op for _, op in rest], lambda _xid: None)
+        for (i, _), outcome in zip(rest, done, strict=True):
+            outcomes[i] = outcome
+    return outcomes
+
+
+async def apply(
+    conn: AsyncConnection, ops: list[DataOp], on_xid: Callable[[int], None]
+) -> list[Any]:
     """Apply a batch inside the open transaction; one outcome per op, in order.
 
     ``on_xid`` learns the transaction's id as soon as it is known.

@@ -2,15 +2,16 @@
 server's clock.
 
 Acquiring is one ``INSERT ... ON CONFLICT DO UPDATE ... WHERE`` (the row lock it takes makes it
-single-winner) under the journal's write lock, so that it can never fall between a batch's
-fencing check and that batch's commit: an append of an old epoch either committed before the
-takeover or is refused after it.
+single-winner). Every lease op runs inside a batch of the group-commit writer, under the
+journal's write lock, so that it shares its commit and can never fall between a batch's fencing
+check and that batch's commit: an append of an old epoch either committed before the takeover
+or is refused after it.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import sqlalchemy as sa
 
@@ -18,7 +19,22 @@ from runtime.journal import schema
 from runtime.journal.postgres.connect import NOW_MS, READY_CHANNEL, READY_STATUSES
 from runtime.ownership import Lease, Owner
 
-__all__ = ["ACQUIRE", "CLAIMABLE", "READ", "RELEASE", "RENEW", "lease_of", "owner_text"]
+if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal opens
+    from sqlalchemy.ext.asyncio import AsyncConnection
+
+__all__ = [
+    "ACQUIRE",
+    "CLAIMABLE",
+    "READ",
+    "RELEASE",
+    "RENEW",
+    "Action",
+    "apply_lease",
+    "lease_of",
+    "owner_text",
+]
+
+Action = Literal["acquire", "renew", "release"]
 
 _L, _U = schema.leases.name, schema.runs.name
 
@@ -67,6 +83,23 @@ CLAIMABLE = sa.text(
     "ORDER BY (l.run_id IS NOT NULL AND NOT l.released) DESC, u.updated_ms, u.run_id "
     "LIMIT :limit"
 )
+
+
+async def apply_lease(conn: AsyncConnection, action: Action, values: dict[str, Any]) -> Any:
+    """One lease op inside the writer's transaction. ``acquire``: ``(granted, row)``, the
+    lease's row as ``lease_of`` reads it (the new lease if granted, else the holder's, or
+    ``None``); ``renew``: the renewed row, or ``None`` if the epoch moved on; ``release``:
+    whether it released."""
+    if action == "acquire":
+        granted = (await conn.execute(ACQUIRE, values)).first()
+        if granted is not None:
+            return True, tuple(granted)
+        current = (await conn.execute(READ, {"run_id": values["run_id"]})).first()
+        return False, None if current is None else tuple(current)
+    if action == "renew":
+        row = (await conn.execute(RENEW, values)).first()
+        return None if row is None else tuple(row)
+    return (await conn.execute(RELEASE, values)).first() is not None
 
 
 def owner_text(owner: Owner) -> str:

@@ -18,10 +18,16 @@ import sqlalchemy as sa
 from runtime.errors import ConfigError, LeaseLost, RunBusy, StorageError
 from runtime.journal import schema
 from runtime.journal.postgres import leases as L
-from runtime.journal.postgres.batch import INDEX_COLUMNS, AppendOp, CreateOp, IndexOp, Op
+from runtime.journal.postgres.batch import (
+    INDEX_COLUMNS,
+    AppendOp,
+    CreateOp,
+    IndexOp,
+    LeaseOp,
+    Op,
+)
 from runtime.journal.postgres.connect import (
     NOW_MS,
-    WRITE_LOCK,
     connection_lost,
     display,
     make_engine,
@@ -71,7 +77,6 @@ _RUNS = sa.select(
     _LIVE.label("live"),
 ).select_from(_u.outerjoin(_l, _l.c.run_id == _u.c.run_id))
 _ROW = _RUNS.where(_u.c.run_id == _RUN_ID)
-_LOCK = sa.text(f"SELECT pg_advisory_xact_lock({WRITE_LOCK})")
 
 
 class PostgresStore:
@@ -220,29 +225,18 @@ class PostgresStore:
             "take_over": take_over,
         }
 
-        async def go(conn: AsyncConnection) -> Lease:
-            async with conn.begin():
-                # Under the write lock: never between a batch's fencing check and its commit.
-                await conn.execute(_LOCK)
-                granted = (await conn.execute(L.ACQUIRE, values)).first()
-                current = granted or (await conn.execute(L.READ, {"run_id": run_id})).first()
-            lease = None if current is None else L.lease_of(run_id, current)
-            if lease is None:  # pragma: no cover - the upsert either wins or meets a row
-                raise StorageError(f"journal {self.path}: the lease of run {run_id!r} vanished")
-            if granted is None:
-                raise busy(lease)
-            return lease
-
-        return await self._run(go, self._engine, doing=f"cannot acquire run {run_id!r}")
+        granted, row = await self._submit(LeaseOp("acquire", run_id, values))
+        lease = None if row is None else L.lease_of(run_id, row)
+        if lease is None:  # pragma: no cover - the upsert either wins or meets a row
+            raise StorageError(f"journal {self.path}: the lease of run {run_id!r} vanished")
+        if not granted:
+            raise busy(lease)
+        return lease
 
     async def renew(self, lease: Lease, *, ttl: float) -> Lease:
         """Extend ``lease`` by ``ttl`` seconds from now; ``LeaseLost`` if its epoch moved on."""
         values = {"run_id": lease.run_id, "epoch": lease.epoch, "ttl_ms": _ttl_ms(ttl)}
-
-        async def go(conn: AsyncConnection) -> Any:
-            return (await conn.execute(L.RENEW, values)).first()
-
-        row = await self._run(go, doing=f"cannot renew the lease of run {lease.run_id!r}")
+        row = await self._submit(LeaseOp("renew", lease.run_id, values))
         renewed = None if row is None else L.lease_of(lease.run_id, row)
         if renewed is None:
             current = await self.lease(lease.run_id)
@@ -252,11 +246,7 @@ class PostgresStore:
     async def release(self, lease: Lease) -> bool:
         """Mark ``lease`` released; False (changing nothing) if its epoch moved on."""
         values = {"run_id": lease.run_id, "epoch": lease.epoch}
-
-        async def go(conn: AsyncConnection) -> bool:
-            return (await conn.execute(L.RELEASE, values)).first() is not None
-
-        return await self._run(go, doing=f"cannot release the lease of run {lease.run_id!r}")
+        return bool(await self._submit(LeaseOp("release", lease.run_id, values)))
 
     async def lease(self, run_id: str) -> Lease | None:
         async def go(conn: AsyncConnection) -> Any:
@@ -283,19 +273,16 @@ class PostgresStore:
     async def _run(
         self,
         fn: Callable[[AsyncConnection], Awaitable[_T]],
-        engine: AsyncEngine | None = None,
         *,
         doing: str = "cannot read",
     ) -> _T:
-        """``fn`` on a pooled connection (autocommit unless ``engine`` says otherwise), once
-        more on a fresh one if the server had dropped the first: every use is a single
-        statement or one transaction, so a retry after a broken connection repeats nothing
-        that committed."""
+        """``fn`` on a pooled autocommit connection, once more on a fresh one if the server had
+        dropped the first: every use is a single read, so a retry repeats nothing."""
         if self._closed:
             raise StorageError(f"journal {self.path} is closed")
         for retry in (True, False):
             try:
-                async with (engine or self._reads).connect() as conn:
+                async with self._reads.connect() as conn:
                     return await fn(conn)
             except (StorageError, RunBusy, LeaseLost):
                 raise
