@@ -30,7 +30,7 @@ import structlog
 from bench.anchors import Anchors, RawSampler, bracket, header, measure, spread
 from runtime import Agent, AssistantTurn, Journal, Safety, ToolCall, ToolContext, tool
 from runtime import agent as runtime_agent
-from runtime.journal.store import encode
+from runtime.journal.codec import encode
 from runtime.messages import Message, UserMessage
 from runtime.ownership import Holding, Lease
 from runtime.state import RunState

@@ -25,8 +25,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import sqlite3
 
 from runtime.journal import SQLiteStore
+from runtime.journal.codec import decode, encode
 from runtime.journal.sqlite import batch, setup
-from runtime.journal.store import decode, encode
 from runtime.records import Record
 
 PAYLOAD = {"value": "x" * 180}

@@ -25,8 +25,8 @@ from runtime.errors import (
     ProtocolError,
     StorageError,
 )
+from runtime.journal.codec import unstorable
 from runtime.journal.journal import Journal
-from runtime.journal.store import unstorable
 from runtime.logs import get_logger
 from runtime.messages import AssistantTurn, Message, ToolResultMessage, UserMessage
 from runtime.model import Model

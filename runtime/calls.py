@@ -20,8 +20,8 @@ from runtime import faults, tracing
 from runtime import records as R
 from runtime.approval import ApprovalPolicy, tally
 from runtime.errors import ConfigError, StorageError, ToolError, ToolOutcomeUnknown
-from runtime.journal.journal import Resolution, resolution_payload
-from runtime.journal.store import unstorable
+from runtime.journal.codec import unstorable
+from runtime.journal.resolution import Resolution, resolution_payload
 from runtime.logs import get_logger
 from runtime.ownership import Holding
 from runtime.reconcile import Verdict, consult, reconciler_of, try_key

@@ -29,7 +29,8 @@ from typing import Any
 
 from runtime import records as R
 from runtime.errors import ConflictError, RunBusy
-from runtime.journal.journal import Journal, Resolution
+from runtime.journal.journal import Journal
+from runtime.journal.resolution import Resolution
 from runtime.logs import get_logger
 from runtime.ownership import is_alive
 from runtime.redact import clean

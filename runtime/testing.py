@@ -11,9 +11,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from runtime.errors import ConfigError, FormatError, StorageError
+from runtime.journal.codec import encode
+from runtime.journal.protocol import RunPage, RunRow
 from runtime.journal.schema import FORMAT_VERSION
 from runtime.journal.sqlite.leases import LeaseOp, LeaseRow, decide
-from runtime.journal.store import RunPage, RunRow, encode
 from runtime.messages import AssistantTurn, Message, ToolCall, Usage
 from runtime.ownership import Lease, Owner, busy, lease_from_row, lost
 from runtime.records import Appended, Record

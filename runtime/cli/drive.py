@@ -18,7 +18,7 @@ from runtime.journal import Journal
 from runtime.journal.migrate import sqlite_path
 from runtime.journal.postgres import is_postgres_url
 from runtime.result import RunResult, RunStatus
-from runtime.timeline import clip
+from runtime.terminal import clip
 
 __all__ = ["COMMANDS"]
 

@@ -17,7 +17,7 @@ from typing import Any, TextIO
 
 import structlog
 
-from runtime.timeline import printable
+from runtime.terminal import printable
 
 __all__ = ["LOGGERS", "RESOLVED", "configured", "formatter"]
 

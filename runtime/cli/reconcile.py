@@ -10,7 +10,7 @@ from runtime.cli.specs import open_agent
 from runtime.errors import ConfigError
 from runtime.journal import Journal
 from runtime.reconcile import settle_run
-from runtime.timeline import printable
+from runtime.terminal import printable
 
 __all__ = ["COMMANDS"]
 

@@ -10,7 +10,8 @@ from typing import Any
 from runtime.cli.base import EXIT_USAGE, Command, Failure, Invocation
 from runtime.cli.logs import RESOLVED
 from runtime.journal import Resolution
-from runtime.timeline import halted_on, printable
+from runtime.stops import halted_on
+from runtime.terminal import printable
 
 __all__ = ["COMMANDS"]
 

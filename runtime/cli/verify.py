@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from runtime.cli.base import EXIT_ERROR, EXIT_OK, Command, Invocation
-from runtime.timeline import printable
+from runtime.terminal import printable
 
 __all__ = ["COMMANDS"]
 

@@ -16,21 +16,17 @@ from runtime.ownership import Lease, is_alive
 from runtime.records import Record
 from runtime.result import RunStatus
 from runtime.state import RunState
-from runtime.timeline import (
+from runtime.stops import (
     NEVER_STARTED,
-    UNREADABLE,
     Stop,
-    Unreadable,
     halted_on,
     in_flight_on,
-    printable,
-    read,
-    render,
     status_of,
     stopped_on,
-    timeline,
     waiting_on,
 )
+from runtime.terminal import printable
+from runtime.timeline import UNREADABLE, Unreadable, read, render, timeline
 
 __all__ = ["COMMANDS"]
 

@@ -15,7 +15,7 @@ from typing import Any
 from runtime.approval import ApprovalPolicy, Decision, verify
 from runtime.errors import ConfigError
 from runtime.journal import Journal, Resolution
-from runtime.journal.journal import resolution_payload
+from runtime.journal.resolution import resolution_payload
 from runtime.state import RunState
 
 __all__ = [

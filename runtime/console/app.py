@@ -21,8 +21,9 @@ from starlette.routing import Route
 
 from runtime.console.actions import Action, parse_action
 from runtime.console.chart import ages
-from runtime.console.html import Html
-from runtime.console.pages import confirm_page, error_page, run_href, run_page, runs_page
+from runtime.console.forms import confirm_page
+from runtime.console.html import Html, run_href
+from runtime.console.pages import error_page, run_page, runs_page
 from runtime.console.runs import list_page, stopped
 from runtime.console.status import STATUSES
 from runtime.errors import ConfigError, ConflictError, RunBusy

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import html
 import json
+import time
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import urlencode
 
-__all__ = ["Html", "attr_json", "esc", "join", "page"]
+__all__ = ["Html", "attr_json", "esc", "join", "page", "run_href", "when"]
 
 
 class Html(str):
@@ -62,3 +64,15 @@ def page(title: str, body: Html, *, nav: Html | None = None) -> Html:
         "</head><body><header><a class=brand href='./'>bide console</a>{nav}</header>"
         "<main>{body}</main></body></html>\n"
     ).format(title=title, nav=nav or Html(""), body=body)
+
+
+def run_href(run_id: str) -> str:
+    """The console's link to a run's page."""
+    return "run?" + urlencode({"id": run_id})
+
+
+def when(ms: int | None) -> str:
+    """A moment as local date and time, or ``""``."""
+    if ms is None:
+        return ""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000))

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from runtime.journal import Journal, RunRow
 from runtime.ownership import is_alive
-from runtime.timeline import Stop, halted_on, in_flight_on, status_of, waiting_on
+from runtime.stops import Stop, halted_on, in_flight_on, status_of, waiting_on
 
 __all__ = ["LIVE", "Page", "Row", "list_page"]
 

@@ -5,72 +5,35 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple, Self
+from typing import Any, Self
 
 import jsonschema
 
 from runtime import faults, tracing
 from runtime import records as R
-from runtime.approval import ApprovalPolicy, Decision, Tally, canonical_json, judge
+from runtime.approval import ApprovalPolicy, Decision, canonical_json
 from runtime.errors import ConfigError, ConflictError, RunBusy
 from runtime.journal.postgres.connect import is_postgres_url
-from runtime.journal.protocol import Store
+from runtime.journal.protocol import RunPage, RunRow, Store
+from runtime.journal.resolution import (
+    Decided,
+    Resolution,
+    already_so,
+    call_of,
+    check_storable,
+    ended,
+    judged,
+    resolution_payload,
+)
 from runtime.journal.sqlite import BUSY_TIMEOUT_MS
-from runtime.journal.store import RunPage, RunRow, SQLiteStore, unstorable
+from runtime.journal.sqlite.store import SQLiteStore
 from runtime.logs import get_logger
 from runtime.ownership import DEFAULT_TTL, Lease, is_alive
-from runtime.state import CallState, RunState
+from runtime.state import RunState
 
-__all__ = ["Decided", "Journal", "Resolution"]
+__all__ = ["Journal"]
 
 log = get_logger(__name__)
-
-
-class Decided(NamedTuple):
-    """What recording one approval decision did."""
-
-    counted: bool
-    """Whether the decision counts toward the gate."""
-    tally: Tally
-    """The gate's tally now."""
-    reason: str | None
-    """Why it did not count (``None`` when it did)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Resolution:
-    """What a reconciler or a person says happened to a halted call."""
-
-    outcome: Literal["value", "error", "not_executed"]
-    value: Any = None
-    error: str | None = None
-
-    @classmethod
-    def succeeded(cls, value: Any) -> Resolution:
-        """It acted; ``value`` is the result the model will see."""
-        return cls("value", value=value)
-
-    @classmethod
-    def failed(cls, error: str) -> Resolution:
-        """It did not succeed; the model sees ``error``."""
-        if not isinstance(error, str) or not error:
-            raise ConfigError("a failed resolution needs an error text")
-        return cls("error", error=error)
-
-    @classmethod
-    def not_executed(cls) -> Resolution:
-        """It never acted; the call may be attempted again."""
-        return cls("not_executed")
-
-    def same_as(self, payload: dict[str, Any]) -> bool:
-        if payload.get("outcome") != self.outcome:
-            return False
-        if self.outcome == "value":
-            return bool(payload.get("value") == self.value)
-        if self.outcome == "error":
-            return bool((payload.get("error") or {}).get("message") == self.error)
-        return True
 
 
 class Journal:
@@ -229,7 +192,7 @@ class Journal:
         """
         started_ns = tracing.now_ns()
         state = await self.require(run_id)
-        call = _call(state, call_id)
+        call = call_of(state, call_id)
         lease = await self.store.lease(run_id)
         driving = lease if is_alive(lease) else None
         if call in state.in_flight(driving) and not force:
@@ -244,38 +207,8 @@ class Journal:
                 lease=driving,
                 run_id=run_id,
             )
-        k = call.attempt
-        last = call.last_resolution
-        if last is not None and resolution.same_as(last.payload):
-            resolved_attempt = last.payload.get("attempt")
-            if (resolved_attempt == k and call.result is last) or (
-                resolution.outcome == "not_executed"
-                and resolved_attempt == k - 1
-                and call.marker is None
-            ):
-                return False
-        if call.result is not None:
-            how = "was resolved" if call.result.payload.get("resolved") else "has a result"
-            raise ConflictError(
-                f"call {call_id!r} of run {run_id!r} {how} already "
-                f"({call.result.payload.get('outcome')}); a different resolution is refused",
-                run_id=run_id,
-                call_id=call_id,
-            )
-        if not call.unknown_outcome:
-            if last is not None and last.payload.get("attempt") == k - 1 and call.marker is None:
-                raise ConflictError(
-                    f"call {call_id!r} of run {run_id!r} was resolved as not executed already; "
-                    "a different resolution is refused",
-                    run_id=run_id,
-                    call_id=call_id,
-                )
-            raise ConfigError(
-                f"call {call_id!r} of run {run_id!r} is not halted (no attempt without a result);"
-                " only a halted call can be resolved",
-                run_id=run_id,
-                call_id=call_id,
-            )
+        if already_so(state, call, resolution):
+            return False
         payload = resolution_payload(call, resolution, by=by, evidence=evidence)
         if reconciler is not None:
             payload["resolved"]["reconciler"] = reconciler
@@ -284,9 +217,10 @@ class Journal:
                 "lease_epoch": driving.epoch,
                 "owner": driving.owner.describe(),
             }
-        _check_storable(payload, "resolution")
+        check_storable(payload, "resolution")
         faults.crashpoint("resolve.before_record")
-        appended = await self.store.append(run_id, R.result_key(call_id, k), R.RESULT, payload)
+        key = R.result_key(call_id, call.attempt)
+        appended = await self.store.append(run_id, key, R.RESULT, payload)
         if appended.won and appended.record is not None:
             state.add(appended.record)
             await self._mark_ready(state)
@@ -326,7 +260,7 @@ class Journal:
         no-op.
         """
         state = await self.require(run_id)
-        call = _call(state, call_id)
+        call = call_of(state, call_id)
         policy_json = call.plan.get("approval")
         if not policy_json:
             raise ConfigError(f"call {call_id!r} of run {run_id!r} is not gated by an approval")
@@ -339,16 +273,16 @@ class Journal:
                 f"({', '.join(sorted(policy.approvers))}): sign with the approver's key"
             )
         payload = {"call_id": call_id, "decision": decision.to_json(), "policy": policy.digest}
-        _check_storable(payload, "decision")
+        check_storable(payload, "decision")
         fingerprint = hashlib.sha256(canonical_json(payload)).hexdigest()[:24]
         appended = await self.store.append(
             run_id, R.decision_key(call_id, fingerprint), R.DECISION, payload, unless=R.END
         )
         if appended.record is None:
-            raise _ended(state)
+            raise ended(state)
         assert appended.record is not None
         state.add(appended.record)
-        now, reason = _judged(call, policy, run_id, appended.record.seq)
+        now, reason = judged(call, policy, run_id, appended.record.seq)
         if not appended.won:
             reason = "the same decision was recorded already"
         elif reason is None and now.outcome != "pending":
@@ -394,7 +328,7 @@ class Journal:
             raise ConfigError(f"question {key!r} was asked by several calls ({calls}): name one")
         question = asked[0].payload
         cid = question["call_id"]
-        _check_storable({"value": value, "by": by}, "answer")
+        check_storable({"value": value, "by": by}, "answer")
         try:
             jsonschema.validate(value, question.get("schema") or {})
         except jsonschema.ValidationError as exc:
@@ -411,7 +345,7 @@ class Journal:
             unless=R.END,
         )
         if appended.record is None:
-            raise _ended(state)
+            raise ended(state)
         winner = appended.record.payload if appended.record else {}
         if not appended.won and winner.get("value") != value:
             raise ConflictError(
@@ -438,7 +372,7 @@ class Journal:
             raise ConfigError(
                 f"run {run_id!r} already ended ({state.end.payload.get('status')})", run_id=run_id
             )
-        _check_storable({"reason": reason, "by": by}, "cancel")
+        check_storable({"reason": reason, "by": by}, "cancel")
         appended = await self.store.append(
             run_id,
             R.CANCEL,
@@ -454,70 +388,3 @@ class Journal:
         if appended.won:
             log.info("run_cancel_requested", run_id=run_id, by=by)
         return appended.won
-
-
-def resolution_payload(
-    call: CallState, resolution: Resolution, *, by: str | None, evidence: str | None
-) -> dict[str, Any]:
-    payload: dict[str, Any] = {
-        "call_id": call.call.id,
-        "attempt": call.attempt,
-        "tool": call.call.name,
-        "safety": (call.marker.payload.get("safety") if call.marker else None),
-        "outcome": resolution.outcome,
-        "resolved": {"by": by, "evidence": evidence},
-    }
-    if resolution.outcome == "value":
-        payload["value"] = resolution.value
-    elif resolution.outcome == "error":
-        payload["error"] = R.error_payload("resolved_failed", resolution.error or "")
-    return payload
-
-
-def _ended(state: RunState) -> ConflictError:
-    return ConflictError(
-        f"run {state.run_id!r} has ended; nothing more is recorded for it", run_id=state.run_id
-    )
-
-
-def _check_storable(payload: Any, what: str) -> None:
-    """Refuse operator input the journal cannot store and read back identically."""
-    problem = unstorable(payload, name=what)
-    if problem is not None:
-        raise ConfigError(f"cannot journal this {what}: {problem}")
-
-
-def _call(state: RunState, call_id: str) -> CallState:
-    call = state.calls.get(call_id)
-    if call is None:
-        raise ConfigError(f"run {state.run_id!r} has no call {call_id!r}", run_id=state.run_id)
-    return call
-
-
-def _judged(
-    call: CallState, policy: ApprovalPolicy, run_id: str, seq: int
-) -> tuple[Tally, str | None]:
-    """The gate's tally now, and why the decision recorded at ``seq`` did not count (or None).
-
-    A terminal tally journaled by a drive (before the tool ran) is the gate's outcome; a
-    decision recorded after it cannot count.
-    """
-    ordered = sorted(call.decisions, key=lambda r: r.seq)
-    count, reasons = judge(
-        policy,
-        call.decisions_made(),
-        run_id=run_id,
-        call_id=call.call.id,
-        tool=call.call.name,
-        arguments=call.call.arguments,
-    )
-    reason = next((why for r, why in zip(ordered, reasons, strict=True) if r.seq == seq), None)
-    recorded = call.tallies.get(policy.digest)
-    if recorded is not None:
-        t = recorded.payload["tally"]
-        count = Tally(
-            t["outcome"], t["need"], tuple(t["approvals"]), tuple(t["denials"]), t["ignored"]
-        )
-        if reason is None and recorded.seq < seq:
-            reason = f"the gate was already decided: {t['outcome']}"
-    return count, reason

@@ -8,13 +8,48 @@ and for users' tests). Give a Journal any store with ``Journal(store=...)``.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from runtime.journal.store import RunPage, RunRow
+from runtime.errors import ConfigError, StorageError
+from runtime.journal.codec import encode
+from runtime.journal.schema import INDEX_COLUMNS
 from runtime.ownership import Lease, Owner
 from runtime.records import Appended, Record
 
-__all__ = ["Store", "Wakeups"]
+__all__ = [
+    "RunPage",
+    "RunRow",
+    "Store",
+    "Wakeups",
+    "check_run_id",
+    "index_fields",
+    "parse_cursor",
+    "ttl_ms",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    """A run as the index lists it (derived; the records are the truth)."""
+
+    run_id: str
+    format: int
+    status: str
+    agent: str | None
+    turns: int
+    created_ms: int
+    updated_ms: int
+    detail: Any
+    lease: Lease | None = None
+    """Who drives the run (or last drove it), if a drive ever held its lease."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunPage:
+    runs: list[RunRow]
+    next_cursor: str | None
+    """Pass as ``before=`` for the next (older) page; ``None`` on the last page."""
 
 
 @runtime_checkable
@@ -131,3 +166,39 @@ class Wakeups(Protocol):
     """
 
     def wakeups(self) -> AsyncIterator[str | None]: ...
+
+
+# --- what every store checks the same way --------------------------------------------------------
+
+
+def check_run_id(run_id: object) -> None:
+    """``ConfigError`` unless ``run_id`` is a non-empty string of at most 256 characters."""
+    if not isinstance(run_id, str) or not run_id or len(run_id) > 256:
+        raise ConfigError(f"a run id is a non-empty string of at most 256 characters: {run_id!r}")
+
+
+def index_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The listing row's columns to write, ``detail`` encoded; ``StorageError`` for a column the
+    index does not have."""
+    out = dict(fields)
+    unknown = set(out).difference(INDEX_COLUMNS)
+    if unknown:
+        raise StorageError(f"unknown run index columns {sorted(unknown)}")
+    if "detail" in out and out["detail"] is not None:
+        out["detail"] = encode(out["detail"])
+    return out
+
+
+def parse_cursor(cursor: str) -> tuple[int, str]:
+    """A ``list_runs`` page cursor (``created_ms:run_id``) as its two parts."""
+    created, sep, run_id = cursor.partition(":")
+    if not sep or not created.isdigit():
+        raise ConfigError(f"invalid page cursor {cursor!r}")
+    return int(created), run_id
+
+
+def ttl_ms(ttl: float) -> int:
+    """A lease's ttl in whole milliseconds (at least 1); ``ConfigError`` unless it is positive."""
+    if not ttl > 0:
+        raise ConfigError(f"a lease's ttl is a positive number of seconds, not {ttl!r}")
+    return max(1, round(ttl * 1000))

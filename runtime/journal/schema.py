@@ -14,6 +14,7 @@ import sqlalchemy as sa
 __all__ = [
     "FORMAT_VERSION",
     "HEAD_REVISION",
+    "INDEX_COLUMNS",
     "VERSION_TABLE",
     "leases",
     "metadata",
@@ -62,6 +63,9 @@ runs = sa.Table(
     sa.Index("ix_bide_runs_created", "created_ms", "run_id"),
     sa.Index("ix_bide_runs_status_created", "status", "created_ms", "run_id"),
 )
+
+INDEX_COLUMNS = ("status", "agent", "turns", "detail")
+"""The columns of ``bide_runs`` a writer may set (``update_index``, ``append(index=)``)."""
 
 leases = sa.Table(
     "bide_leases",

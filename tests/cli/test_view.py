@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from runtime import Journal
-from runtime.timeline import printable
+from runtime.terminal import printable
 from tests.cli import agents, view_agents
 from tests.cli.invoke import Cli, child
 from tests.cli.journals import waiting_run

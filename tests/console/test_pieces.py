@@ -11,7 +11,8 @@ from runtime.console.runs import Row
 from runtime.console.status import STATUSES, badge
 from runtime.journal import Journal
 from runtime.result import RunStatus
-from runtime.timeline import Stop, timeline
+from runtime.stops import Stop
+from runtime.timeline import timeline
 from tests.conftest import run_child
 from tests.console.conftest import cli
 

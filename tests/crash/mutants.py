@@ -19,7 +19,7 @@ from typing import Any
 from runtime import records as R
 from runtime.errors import RunBusy
 from runtime.journal.sqlite import writer as journal_writer
-from runtime.journal.store import SQLiteStore
+from runtime.journal.sqlite.store import SQLiteStore
 from runtime.ownership import Lease
 from runtime.records import Appended, Record
 from tests.crash.ledger import now_ms

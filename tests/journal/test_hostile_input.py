@@ -13,8 +13,8 @@ import pytest
 from runtime import Agent, Journal, Resolution, RunStatus, Safety, StorageError, tool
 from runtime.errors import ConfigError, ProtocolError
 from runtime.journal import SQLiteStore
+from runtime.journal.codec import MAX_DEPTH, unstorable
 from runtime.journal.sqlite import writer as W
-from runtime.journal.store import MAX_DEPTH, unstorable
 from runtime.testing import ScriptedModel
 from tests.helpers import Ledger, call, make_tools
 

@@ -20,8 +20,9 @@ from runtime import (
 from runtime import records as R
 from runtime.approval import sign_decision
 from runtime.state import RunState
+from runtime.terminal import clip, printable
 from runtime.testing import ScriptedModel
-from runtime.timeline import Unreadable, clip, printable, read, render, timeline
+from runtime.timeline import Unreadable, read, render, timeline
 from tests.cli.journals import decided_run, waiting_run
 from tests.helpers import Ledger, call, make_tools
 

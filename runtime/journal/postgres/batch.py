@@ -26,7 +26,6 @@ if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal open
     from sqlalchemy.ext.asyncio import AsyncConnection
 
 __all__ = [
-    "INDEX_COLUMNS",
     "AppendOp",
     "CreateOp",
     "DataOp",
@@ -40,8 +39,7 @@ __all__ = [
 ]
 
 _R, _U, _L = schema.records.name, schema.runs.name, schema.leases.name
-INDEX_COLUMNS = ("status", "agent", "turns", "detail")
-"""The run-index columns an append or ``update_index`` may set."""
+INDEX_COLUMNS = schema.INDEX_COLUMNS
 _MASK = {c: 1 << i for i, c in enumerate(INDEX_COLUMNS)}
 
 LOCK = sa.text(f"SELECT pg_advisory_xact_lock({WRITE_LOCK}), txid_current()")

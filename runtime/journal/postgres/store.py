@@ -17,9 +17,9 @@ import sqlalchemy as sa
 
 from runtime.errors import ConfigError, LeaseLost, RunBusy, StorageError
 from runtime.journal import schema
+from runtime.journal.codec import decode, encode
 from runtime.journal.postgres import leases as L
 from runtime.journal.postgres.batch import (
-    INDEX_COLUMNS,
     AppendOp,
     CreateOp,
     IndexOp,
@@ -37,8 +37,15 @@ from runtime.journal.postgres.connect import (
 from runtime.journal.postgres.listen import wakeups
 from runtime.journal.postgres.migrate import ensure_engine
 from runtime.journal.postgres.writer import Writer
+from runtime.journal.protocol import (
+    RunPage,
+    RunRow,
+    check_run_id,
+    index_fields,
+    parse_cursor,
+    ttl_ms,
+)
 from runtime.journal.sqlite.setup import check_format
-from runtime.journal.store import RunPage, RunRow, decode, encode
 from runtime.ownership import Lease, Owner, busy, lost
 from runtime.records import CODEC, Appended, Record
 
@@ -159,7 +166,7 @@ class PostgresStore:
 
         An existing run written in another format is refused with ``FormatError``.
         """
-        _check_run_id(run_id)
+        check_run_id(run_id)
         header = encode({"format": schema.FORMAT_VERSION})
         created = bool(await self._submit(CreateOp(run_id, header, agent, epoch)))
         self._verified.add(run_id)
@@ -188,7 +195,7 @@ class PostgresStore:
             unless=(unless,) if isinstance(unless, str) else unless,
             watch=watch,
             check_header=run_id not in self._verified,
-            index=_index_fields(index) if index else None,
+            index=index_fields(index) if index else None,
             epoch=epoch,
         )
         outcome = await self._submit(op)
@@ -207,7 +214,7 @@ class PostgresStore:
         ``unless`` names a key whose record, if present, leaves the row as it is (checked in
         the same transaction).
         """
-        await self._submit(IndexOp(run_id, _index_fields(fields), unless, epoch))
+        await self._submit(IndexOp(run_id, index_fields(fields), unless, epoch))
 
     # --- leases ----------------------------------------------------------------------------
 
@@ -216,12 +223,12 @@ class PostgresStore:
     ) -> Lease:
         """Grant the run's lease to ``owner`` (the contract is ``Store.acquire``'s), or raise
         ``RunBusy`` naming the holder."""
-        _check_run_id(run_id)
+        check_run_id(run_id)
         values = {
             "run_id": run_id,
             "owner": L.owner_text(owner),
             "host": owner.host,
-            "ttl_ms": _ttl_ms(ttl),
+            "ttl_ms": ttl_ms(ttl),
             "take_over": take_over,
         }
 
@@ -235,7 +242,7 @@ class PostgresStore:
 
     async def renew(self, lease: Lease, *, ttl: float) -> Lease:
         """Extend ``lease`` by ``ttl`` seconds from now; ``LeaseLost`` if its epoch moved on."""
-        values = {"run_id": lease.run_id, "epoch": lease.epoch, "ttl_ms": _ttl_ms(ttl)}
+        values = {"run_id": lease.run_id, "epoch": lease.epoch, "ttl_ms": ttl_ms(ttl)}
         row = await self._submit(LeaseOp("renew", lease.run_id, values))
         renewed = None if row is None else L.lease_of(lease.run_id, row)
         if renewed is None:
@@ -357,7 +364,7 @@ class PostgresStore:
             escaped = prefix.replace("/", "//").replace("%", "/%").replace("_", "/_")
             query = query.where(_u.c.run_id.like(escaped + "%", escape="/"))
         if before is not None:
-            cursor = sa.tuple_(*(sa.literal(v) for v in _parse_cursor(before)))
+            cursor = sa.tuple_(*(sa.literal(v) for v in parse_cursor(before)))
             query = query.where(sa.tuple_(_u.c.created_ms, _u.c.run_id) < cursor)
         query = query.order_by(_u.c.created_ms.desc(), _u.c.run_id.desc()).limit(limit + 1)
         rows = await self._fetch(query, {})
@@ -387,31 +394,3 @@ def _run_row(row: Any) -> RunRow:
         json.loads(detail) if detail else None,
         L.lease_of(run_id, row[8:]),
     )
-
-
-def _ttl_ms(ttl: float) -> int:
-    if not ttl > 0:
-        raise ConfigError(f"a lease's ttl is a positive number of seconds: {ttl!r}")
-    return max(1, round(ttl * 1000))
-
-
-def _check_run_id(run_id: object) -> None:
-    if not isinstance(run_id, str) or not run_id or len(run_id) > 256:
-        raise ConfigError(f"a run id is a non-empty string of at most 256 characters: {run_id!r}")
-
-
-def _index_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(fields)
-    unknown = set(out).difference(INDEX_COLUMNS)
-    if unknown:
-        raise StorageError(f"unknown run index columns {sorted(unknown)}")
-    if "detail" in out and out["detail"] is not None:
-        out["detail"] = encode(out["detail"])
-    return out
-
-
-def _parse_cursor(cursor: str) -> tuple[int, str]:
-    created, sep, run_id = cursor.partition(":")
-    if not sep or not created.isdigit():
-        raise ConfigError(f"invalid page cursor {cursor!r}")
-    return int(created), run_id

@@ -1,5 +1,6 @@
 """SQLite underneath the journal: connection setup and readers (``setup``), the batch logic that
-decides each key's winner (``batch``), and the group-commit writer thread (``writer``)."""
+decides each key's winner (``batch``), the group-commit writer thread (``writer``), and the
+``SQLiteStore`` on top of them (``sqlite.store``, imported from ``runtime.journal``)."""
 
 from runtime.journal.sqlite.batch import AppendOp, CreateOp, IndexOp, LeaseOp, Op
 from runtime.journal.sqlite.setup import BUSY_TIMEOUT_MS, Readers, check_format, configure

@@ -21,7 +21,6 @@ from runtime.journal.sqlite.setup import check_format
 from runtime.ownership import Owner
 
 __all__ = [
-    "INDEX_COLUMNS",
     "AppendOp",
     "CreateOp",
     "Failed",
@@ -40,8 +39,7 @@ __all__ = [
 # its last row, which changes nothing), so the connection's statement cache stays small.
 _R, _U = schema.records.name, schema.runs.name
 _RECORD_COLUMNS = ("seq", "run_id", "key", "kind", "codec", "payload", "created_ms")
-INDEX_COLUMNS = ("status", "agent", "turns", "detail")
-"""The run-index columns an append or ``update_index`` may set."""
+INDEX_COLUMNS = schema.INDEX_COLUMNS
 
 UPDATE_FROM = sqlite3.sqlite_version_info >= (3, 33, 0)
 """SQLite understands ``UPDATE ... FROM`` (older versions take a slower correlated update)."""

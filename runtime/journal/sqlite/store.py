@@ -1,4 +1,4 @@
-"""The store: per-run append-only records with insert-if-absent keys, over one SQLite file.
+"""The store over one SQLite file: per-run append-only records with insert-if-absent keys.
 
 Writes go through the group-commit writer (``sqlite.Writer``). Reads are SQLAlchemy Core queries,
 compiled once to SQL and run on standard-library connections of their own in worker threads
@@ -13,229 +13,31 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any, Self
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
-from runtime.errors import ConfigError, CorruptJournal, StorageError
+from runtime.errors import ConfigError
 from runtime.journal import schema
+from runtime.journal.codec import decode, encode
 from runtime.journal.migrate import ensure_schema, sqlite_path
-from runtime.journal.sqlite import (
-    BUSY_TIMEOUT_MS,
-    AppendOp,
-    CreateOp,
-    IndexOp,
-    LeaseOp,
-    Readers,
-    Writer,
-    check_format,
+from runtime.journal.protocol import (
+    RunPage,
+    RunRow,
+    check_run_id,
+    index_fields,
+    parse_cursor,
+    ttl_ms,
 )
+from runtime.journal.sqlite.batch import AppendOp, CreateOp, IndexOp, LeaseOp
+from runtime.journal.sqlite.setup import BUSY_TIMEOUT_MS, Readers, check_format
+from runtime.journal.sqlite.writer import Writer
 from runtime.ownership import Lease, Owner, busy, lease_from_row, lost
 from runtime.records import CODEC, Appended, Record
 
-__all__ = [
-    "MAX_DEPTH",
-    "RunPage",
-    "RunRow",
-    "SQLiteStore",
-    "encode",
-    "unstorable",
-]
-
-_encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-
-
-def _compact_json() -> Callable[[Any], str]:
-    """``_encoder.encode``, minus the Python-level setup it repeats on every call.
-
-    The standard library builds a fresh C encoder per ``encode``; building it once halves the
-    cost of a small payload. Without a circular-reference check, a cycle ends in RecursionError,
-    which ``encode`` reports like any other non-JSON payload. Falls back to ``_encoder.encode``
-    where the C accelerator is missing or does not agree with it.
-    """
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:  # pragma: no cover - CPython always has it
-        return _encoder.encode
-    try:
-        iterencode = make(
-            None,
-            _encoder.default,
-            json.encoder.encode_basestring,
-            None,
-            ":",
-            ",",
-            False,
-            False,
-            False,
-        )
-    except TypeError:  # pragma: no cover - a changed private signature
-        return _encoder.encode
-    join = "".join
-
-    def fast(payload: Any) -> str:
-        return join(iterencode(payload, 0))
-
-    sample = {"a": [1, 2.5, None, True, "\u00e9\n"], "b": {"c": -0.0}, 3: "x"}
-    try:
-        if fast(sample) == _encoder.encode(sample):
-            return fast
-    except Exception:  # pragma: no cover
-        pass
-    return _encoder.encode  # pragma: no cover
-
-
-_encode = _compact_json()
-
-MAX_DEPTH = 100
-"""How deeply a journaled value may nest (objects and arrays). Deeper values are refused when
-they arrive, so that every record written can be read back (decoding recurses)."""
-
-_PAYLOAD_DEPTH = MAX_DEPTH + 28
-"""A record's payload wraps the values it holds in a few levels of its own."""
-
-
-def unstorable(value: Any, *, name: str = "value", depth: int = MAX_DEPTH) -> str | None:
-    """Why ``value`` cannot be journaled and read back identically, or ``None`` if it can.
-
-    The reason names where in the value (called ``name``) the problem is, e.g.
-    ``arguments.note: text that is not valid Unicode``. JSON only: no
-    NaN or infinity, string keys, text that is valid Unicode (a lone surrogate such as
-    ``"\\ud800"`` cannot be stored as UTF-8), nesting at most ``depth`` levels.
-    """
-    try:
-        if _storable_text(_encode(value), depth):
-            return None
-    except (TypeError, ValueError, RecursionError):
-        pass
-    return _find_problem(value, name, depth) or f"{name}: not JSON"
-
-
-def _storable_text(text: str, depth: int) -> bool:
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            return False
-    # Nesting deeper than ``depth`` needs more than ``depth`` brackets: count before walking.
-    return text.count("[") + text.count("{") <= depth or _nesting(text) <= depth
-
-
-def _nesting(text: str) -> int:
-    """The deepest nesting of a JSON text (brackets inside strings are skipped)."""
-    deepest = level = 0
-    in_string = escaped = False
-    for c in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif c == "\\":
-                escaped = True
-            elif c == '"':
-                in_string = False
-        elif c == '"':
-            in_string = True
-        elif c in "[{":
-            level += 1
-            deepest = max(deepest, level)
-        elif c in "]}":
-            level -= 1
-    return deepest
-
-
-def _find_problem(value: Any, here: str, depth: int) -> str | None:
-    if depth < 0:
-        return f"{here}: nested more than {MAX_DEPTH} levels deep"
-    if isinstance(value, str):
-        if not value.isascii():
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError as exc:
-                return f"{here}: text that is not valid Unicode ({exc.reason} at {exc.start})"
-        return None
-    if value is None or isinstance(value, bool | int):
-        return None
-    if isinstance(value, float):
-        return None if value == value and abs(value) != float("inf") else f"{here}: {value}"
-    if isinstance(value, Mapping):
-        for k, v in value.items():
-            if not isinstance(k, str):
-                if k is None or isinstance(k, int | float):
-                    k = json.dumps(k)  # the encoder writes such keys as text, as JSON must
-                else:
-                    return f"{here}: a key that is not a string ({type(k).__name__})"
-            path = f"{here}.{k if k.isidentifier() else json.dumps(k, ensure_ascii=True)}"
-            problem = _find_problem(k, path, depth) or _find_problem(v, path, depth - 1)
-            if problem is not None:
-                return problem
-        return None
-    if isinstance(value, list | tuple):
-        for i, v in enumerate(value):
-            problem = _find_problem(v, f"{here}[{i}]", depth - 1)
-            if problem is not None:
-                return problem
-        return None
-    return f"{here}: {type(value).__name__} is not JSON"
-
-
-def encode(payload: Any) -> str:
-    """A payload as the journal stores it; ``StorageError`` naming the field if it cannot be."""
-    try:
-        text = _encode(payload)
-    except (TypeError, ValueError, RecursionError):
-        text = None
-    if text is not None and _storable_text(text, _PAYLOAD_DEPTH):
-        return text
-    problem = _find_problem(payload, "payload", _PAYLOAD_DEPTH) or "payload: not JSON"
-    raise StorageError(f"a journal payload must be JSON that can be stored: {problem}")
-
-
-def decode(codec: str, text: str, *, run_id: str, key: str, seq: int | None = None) -> Any:
-    """A stored payload as a value; ``CorruptJournal`` if the record cannot be read as written."""
-    # Key and seq name the record, so an operator can find the damaged one in the file.
-    where = f" (seq {seq})" if seq is not None else ""
-    if codec != CODEC:
-        raise CorruptJournal(
-            f"record {key!r} of run {run_id!r} was written with codec {codec!r}{where}; this "
-            f"bide reads {CODEC!r} only",
-            run_id=run_id,
-            key=key,
-            seq=seq,
-        )
-    try:
-        return json.loads(text)
-    except (TypeError, ValueError, RecursionError) as exc:  # TypeError: a number or blob
-        raise CorruptJournal(
-            f"record {key!r} of run {run_id!r} is not valid JSON{where}: {exc}",
-            run_id=run_id,
-            key=key,
-            seq=seq,
-        ) from exc
-
-
-@dataclass(frozen=True, slots=True)
-class RunRow:
-    """A run as the index lists it (derived; the records are the truth)."""
-
-    run_id: str
-    format: int
-    status: str
-    agent: str | None
-    turns: int
-    created_ms: int
-    updated_ms: int
-    detail: Any
-    lease: Lease | None = None
-    """Who drives the run (or last drove it), if a drive ever held its lease."""
-
-
-@dataclass(frozen=True, slots=True)
-class RunPage:
-    runs: list[RunRow]
-    next_cursor: str | None
-    """Pass as ``before=`` for the next (older) page; ``None`` on the last page."""
+__all__ = ["SQLiteStore"]
 
 
 class _Query:
@@ -396,7 +198,7 @@ class SQLiteStore:
 
         An existing run written in another format is refused with ``FormatError``.
         """
-        _check_run_id(run_id)
+        check_run_id(run_id)
         header = encode({"format": schema.FORMAT_VERSION})
         created = bool(await self._writer.submit(CreateOp(run_id, header, agent, epoch)))
         self._verified.add(run_id)
@@ -431,7 +233,7 @@ class SQLiteStore:
             unless=(unless,) if isinstance(unless, str) else unless,
             watch=watch,
             check_header=run_id not in self._verified,
-            index=_index_fields(index) if index else None,
+            index=index_fields(index) if index else None,
             epoch=epoch,
         )
         outcome = await self._writer.submit(op)
@@ -450,7 +252,7 @@ class SQLiteStore:
         ``unless`` names a key whose record, if present, leaves the row as it is (checked in
         the same transaction).
         """
-        await self._writer.submit(IndexOp(run_id, _index_fields(fields), unless, epoch))
+        await self._writer.submit(IndexOp(run_id, index_fields(fields), unless, epoch))
 
     # --- leases (on the writer's clock) ----------------------------------------------------
 
@@ -458,9 +260,9 @@ class SQLiteStore:
         self, run_id: str, owner: Owner, *, ttl: float, take_over: int | None = None
     ) -> Lease:
         """The run's lease for ``owner``, or ``RunBusy`` naming the live holder."""
-        _check_run_id(run_id)
+        check_run_id(run_id)
         op = LeaseOp(
-            "acquire", run_id, take_over, json.dumps(owner.to_json()), owner.host, _ms(ttl)
+            "acquire", run_id, take_over, json.dumps(owner.to_json()), owner.host, ttl_ms(ttl)
         )
         granted, row, now = await self._writer.submit(op)
         lease = _held(run_id, row, now)
@@ -470,7 +272,7 @@ class SQLiteStore:
 
     async def renew(self, lease: Lease, *, ttl: float) -> Lease:
         """Extend ``lease`` by ``ttl`` from now; ``LeaseLost`` if another owner took it."""
-        op = LeaseOp("renew", lease.run_id, lease.epoch, ttl_ms=_ms(ttl))
+        op = LeaseOp("renew", lease.run_id, lease.epoch, ttl_ms=ttl_ms(ttl))
         renewed, row, now = await self._writer.submit(op)
         if not renewed:
             raise lost(lease, None if row is None else row[0])
@@ -533,7 +335,7 @@ class SQLiteStore:
             escaped = prefix.replace("/", "//").replace("%", "/%").replace("_", "/_")
             values["pattern"] = escaped + "%"
         if before is not None:
-            values["before_ms"], values["before_id"] = _parse_cursor(before)
+            values["before_ms"], values["before_id"] = parse_cursor(before)
         query = _LIST[(status is not None, bool(prefix), before is not None)]
         rows = await self._readers.run(_fetchall, query.sql, query.params(**values))
         runs = [_run_row(row) for row in rows[:limit]]
@@ -580,12 +382,6 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _ms(seconds: float) -> int:
-    if not seconds > 0:
-        raise ConfigError(f"a lease's ttl is a positive number of seconds, not {seconds!r}")
-    return max(1, round(seconds * 1000))
-
-
 def _run_row(row: Any) -> RunRow:
     run_id, fmt, status, agent, turns, created_ms, updated_ms, detail, *held = row
     lease = None if held[0] is None else _read(run_id, held, _now_ms())
@@ -619,22 +415,3 @@ def _load(conn: sqlite3.Connection, run_id: str, after: int) -> list[Record]:
         )
         for seq, key, kind, codec, text, ms in rows
     ]
-
-
-def _check_run_id(run_id: object) -> None:
-    if not isinstance(run_id, str) or not run_id or len(run_id) > 256:
-        raise ConfigError(f"a run id is a non-empty string of at most 256 characters: {run_id!r}")
-
-
-def _index_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(fields)
-    if "detail" in out and out["detail"] is not None:
-        out["detail"] = encode(out["detail"])
-    return out
-
-
-def _parse_cursor(cursor: str) -> tuple[int, str]:
-    created, sep, run_id = cursor.partition(":")
-    if not sep or not created.isdigit():
-        raise ConfigError(f"invalid page cursor {cursor!r}")
-    return int(created), run_id

@@ -1,0 +1,242 @@
+"""Where a run stands: its status for every view, and the calls it is stopped on.
+
+Pure (no I/O): ``list``, ``show``, the console and the worker read ``status_of``, ``halted_on``,
+``in_flight_on`` and ``waiting_on`` from a folded ``RunState``; liveness comes in as the lease of
+a live owner (``driving``), judged by the caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from runtime.approval import ApprovalPolicy, judge, tally
+from runtime.errors import ConfigError
+from runtime.state import CallState, RunState
+
+if TYPE_CHECKING:
+    from runtime.ownership import Lease
+
+__all__ = [
+    "NEVER_STARTED",
+    "Stop",
+    "halted_on",
+    "in_flight_on",
+    "reconciling_text",
+    "status_of",
+    "stopped_on",
+    "uncounted",
+    "waiting_on",
+]
+
+NEVER_STARTED = "never-started"
+"""The status of a run whose process stopped after its header and before its start record:
+nothing of it ran, and only ``run`` with its input starts it (``resume`` cannot)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """A call the run is stopped on: ``halted`` (outcome unknown), ``approval`` or ``input``."""
+
+    kind: str
+    call_id: str
+    tool: str
+    arguments: Any
+    safety: str | None = None
+    attempt: int | None = None
+    attempted_at_ms: int | None = None
+    key: str | None = None
+    prompt: str | None = None
+    tally: Mapping[str, Any] | None = None
+    """For an approval: the running tally (``outcome``, ``need``, ``approvals``, ``denials``)."""
+    cause: str | None = None
+    """For a halt: why the drive that made the attempt halted on it, as it journaled."""
+    reconciling: Mapping[str, Any] | None = None
+    """For a halt whose tool has a reconciler: its last inconclusive try (``reconciler``,
+    ``said``, ``detail``, ``waiting``, ``next_try_ms``)."""
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "kind": self.kind,
+            "call_id": self.call_id,
+            "tool": self.tool,
+            "arguments": self.arguments,
+        }
+        for name in (
+            "safety",
+            "attempt",
+            "attempted_at_ms",
+            "key",
+            "prompt",
+            "tally",
+            "cause",
+            "reconciling",
+        ):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        return out
+
+    def brief(self) -> str:
+        """``halted c3 charge_card``, ``approval c3 charge_card``, ``input c3 ask (key)``."""
+        text = f"{self.kind} {self.call_id} {self.tool}"
+        if self.key is not None:
+            return f"{text} ({self.key})"
+        if self.tally is not None:
+            return f"{text} ({len(self.tally.get('approvals', ()))}/{self.tally.get('need')})"
+        if self.reconciling is not None:
+            return f"{text} (reconciling)"
+        return text
+
+
+def stopped_on(state: RunState) -> Mapping[str, Any] | None:
+    """Why the last drive stopped short of an end, while that still holds (the run is
+    ``orphaned``): ``reason``, ``message`` and ``remedy`` as the drive journaled them."""
+    stop = state.stop if state.end is None and state.cancel is None else None
+    if stop is None or not isinstance(stop.payload, Mapping):
+        return None
+    return {k: stop.payload.get(k) for k in ("reason", "message", "remedy")}
+
+
+def status_of(state: RunState, driving: Lease | None = None, *, submitted: bool = False) -> str:
+    """The status every view shows: the records' status with liveness
+    (``RunState.live_status``: ``driving`` is the lease of a live owner, if one drives the run),
+    or ``never-started`` for a run that has its header and no start record (and no cancel
+    request or end)."""
+    if state.start is None and state.end is None and state.cancel is None:
+        return NEVER_STARTED
+    return state.live_status(driving, submitted=submitted)
+
+
+def halted_on(state: RunState, driving: Lease | None = None) -> tuple[Stop, ...]:
+    """The calls whose side effect was attempted and has no result: each may have acted.
+
+    Whatever the run's status: a cancelled or ended run keeps its unresolved calls here until
+    a resolution says what they did. A call in flight under ``driving`` is not halted.
+    """
+    running = {c.call.id for c in state.in_flight(driving)}
+    return _attempted(state, "halted", lambda c: c.call.id not in running)
+
+
+def in_flight_on(state: RunState, driving: Lease | None) -> tuple[Stop, ...]:
+    """The side effects running now: attempted under the lease of the live owner ``driving``."""
+    running = {c.call.id for c in state.in_flight(driving)}
+    return _attempted(state, "in flight", lambda c: c.call.id in running)
+
+
+def _attempted(state: RunState, kind: str, keep: Callable[[CallState], bool]) -> tuple[Stop, ...]:
+    stops = []
+    for c in state.unresolved_calls():
+        if not keep(c):
+            continue
+        marker = c.marker
+        stops.append(
+            Stop(
+                kind,
+                c.call.id,
+                c.call.name,
+                c.call.arguments,
+                safety=marker.payload.get("safety") if marker is not None else None,
+                attempt=c.attempt,
+                attempted_at_ms=marker.created_ms if marker is not None else None,
+                cause=c.halt_cause,
+                reconciling=_reconciling(c),
+            )
+        )
+    return tuple(stops)
+
+
+def _reconciling(call: CallState) -> Mapping[str, Any] | None:
+    last = call.last_reconcile
+    if last is None or not isinstance(last.payload, Mapping):
+        return None
+    keys = ("reconciler", "said", "detail", "waiting", "next_try_ms")
+    return {k: last.payload.get(k) for k in keys}
+
+
+def reconciling_text(tried: Mapping[str, Any], now_ms: int) -> str:
+    """``reconciling (next try in 30 s): find_charge said unknown: provider timeout``."""
+    due = tried.get("next_try_ms")
+    when = ""
+    if isinstance(due, int):
+        left = max(0, round((due - now_ms) / 1000))
+        when = f" (next try in {left} s)" if left else " (next try due now)"
+    text = f"reconciling{when}: {tried.get('reconciler')} said {tried.get('said')}"
+    text += f": {tried.get('detail')}"
+    if tried.get("waiting"):
+        text += f" ({tried.get('waiting')})"
+    return text
+
+
+def waiting_on(state: RunState) -> tuple[Stop, ...]:
+    """The calls waiting for a person: an unanswered question first, else an approval.
+
+    None for a cancelled or ended run: nothing waits there any more (its next drive ends it).
+    """
+    if state.end is not None or state.cancel is not None:
+        return ()
+    stops = []
+    for c in state.waiting_calls():
+        questions = [k for k in c.interrupts if k not in c.answers]
+        for key in questions:
+            prompt = c.interrupts[key].payload.get("prompt")
+            stops.append(
+                Stop(
+                    "input",
+                    c.call.id,
+                    c.call.name,
+                    c.call.arguments,
+                    key=key,
+                    prompt=prompt if isinstance(prompt, str) else None,
+                )
+            )
+        if not questions:
+            stops.append(
+                Stop("approval", c.call.id, c.call.name, c.call.arguments, tally=_tally(state, c))
+            )
+    return tuple(stops)
+
+
+def uncounted(state: RunState, call: CallState) -> dict[int, str]:
+    """Why each decision on ``call`` that did not count was left out, by its record's seq.
+
+    Judged as the gate judges them (``approval.judge``), in journal order, under the policy the
+    turn recorded for the call.
+    """
+    records = sorted(call.decisions, key=lambda r: r.seq)
+    policy_json = call.plan.get("approval")
+    if not isinstance(policy_json, Mapping):
+        return {r.seq: "the call has no approval gate" for r in records}
+    try:
+        policy = ApprovalPolicy.from_json(policy_json)
+    except ConfigError:
+        return {r.seq: "the gate's recorded policy cannot be read" for r in records}
+    _, reasons = judge(
+        policy,
+        call.decisions_made(),
+        run_id=state.run_id,
+        call_id=call.call.id,
+        tool=call.call.name,
+        arguments=call.call.arguments,
+    )
+    return {r.seq: why for r, why in zip(records, reasons, strict=True) if why is not None}
+
+
+def _tally(state: RunState, call: CallState) -> Mapping[str, Any] | None:
+    """The gate's running tally, under the policy the turn recorded for the call."""
+    policy_json = call.plan.get("approval")
+    if not isinstance(policy_json, Mapping):
+        return None
+    try:
+        policy = ApprovalPolicy.from_json(policy_json)
+    except ConfigError:
+        return None
+    return tally(
+        policy,
+        call.decisions_made(),
+        run_id=state.run_id,
+        call_id=call.call.id,
+        tool=call.call.name,
+        arguments=call.call.arguments,
+    ).to_json()
