@@ -5,7 +5,7 @@ inserts, guards on or watches, the leases it is fenced by, the highest ``seq`` a
 clock; decides each op's outcome as if the ops ran one by one in order; and writes the winners
 and the run index in one more statement. Four round trips per batch, whatever its size (five
 when the batch makes a run ready without holding its lease: it ``NOTIFY``s the workers), plus
-one per lease acquired, renewed or released in it (``apply_all``).
+one for each kind of lease op in it: acquire, renew, release (``apply_all``).
 """
 
 from __future__ import annotations
@@ -169,7 +169,8 @@ async def apply_all(
     """Apply a batch, lease ops among its writes, inside the open transaction; one outcome per
     op, in order.
 
-    The lease ops are applied first, one statement each, then the rest (``apply``). Reordering
+    The lease ops are applied first, one statement per kind (``leases.apply_leases``), then the
+    rest (``apply``). Reordering
     is sound: no op of a batch was answered before another was submitted (every caller awaits
     its op), so the ops of one batch are concurrent and any order among them is one they could
     have run in. It is still one transaction: a lease is never granted by a batch that fails.
@@ -180,8 +181,9 @@ async def apply_all(
         return await apply(conn, [op for _, op in rest], on_xid)
     on_xid((await conn.execute(LOCK)).one()[1])
     outcomes: list[Any] = [None] * len(ops)
-    for i, lease_op in leases:
-        outcomes[i] = await L.apply_lease(conn, lease_op.action, lease_op.values)
+    done = await L.apply_leases(conn, [(op.action, op.values) for _, op in leases])
+    for (i, _), outcome in zip(leases, done, strict=True):
+        outcomes[i] = outcome
     if rest:
         done = await apply(conn, [op for _, op in rest], lambda _xid: None)
         for (i, _), outcome in zip(rest, done, strict=True):
