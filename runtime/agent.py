@@ -276,6 +276,7 @@ class _Drive:
                 log.info("drive_yielded", turns=len(state.turns))
                 return self._result(RunStatus.RUNNING)
             if self.cancelled() or state.cancel is not None:
+                await self.calls.cancel_handles(state.pending_calls())  # e.g. open MCP tasks
                 return await self._end("cancelled")
             pending = state.pending_calls()
             if pending:

@@ -36,7 +36,9 @@ from runtime.tools import (
     Tool,
     ToolContext,
     enforces_timeout,
+    handle_canceller,
     idempotency_key_for,
+    resumer,
 )
 
 __all__ = [
@@ -137,8 +139,23 @@ class Calls:
     async def run(self, cs: CallState) -> Outcome:
         """Run one pending call to its outcome: recorded, halted, waiting or cancelled."""
         call = cs.call
+        handle = cs.handle
+        if cs.marker is not None and handle is not None and not handle.in_flight:
+            try:
+                return await self._resume(cs, handle)
+            except Interrupted as paused:
+                log.info("run_waiting", call_id=call.id, tool=call.name, kind="input")
+                resumed_waiting: Waiting = paused.waiting
+                return resumed_waiting
+            except Misuse as misuse:
+                raise misuse.error from None
         if cs.marker is not None:
             cause = "the side effect was attempted and no result was recorded: it may have acted"
+            if handle is not None:  # in flight: a further request of the attempt had left
+                cause = (
+                    f"step {handle.n} of the side effect's attempt had left and its reply was "
+                    "not recorded: it may have acted"
+                )
             recorded = cs.halt_cause
             if recorded is not None:
                 cause += f" (when it halted: {recorded})"
@@ -174,16 +191,7 @@ class Calls:
                 return gate
         if self.drive.cancelled():
             return CANCELLED
-        context = ToolContext(
-            run_id=self.drive.run_id,
-            call_id=call.id,
-            tool_name=call.name,
-            safety=safety,
-            idempotency_key=idempotency_key_for(
-                self.drive.run_id, call.id, scheme=self.drive.key_scheme
-            ),
-            interrupt=self._interrupter(cs, safety),
-        )
+        context = self._context(cs, k, safety)
         try:
             if safety is Safety.SIDE_EFFECT:
                 return await self._side_effect(cs, k, tool, context)
@@ -194,6 +202,64 @@ class Calls:
             return waiting
         except Misuse as misuse:
             raise misuse.error from None
+
+    def _context(self, cs: CallState, k: int, safety: Safety) -> ToolContext:
+        call = cs.call
+        return ToolContext(
+            run_id=self.drive.run_id,
+            call_id=call.id,
+            tool_name=call.name,
+            safety=safety,
+            idempotency_key=idempotency_key_for(
+                self.drive.run_id, call.id, scheme=self.drive.key_scheme
+            ),
+            interrupt=self._interrupter(cs, safety),
+            record_handle=self._handle_recorder(cs, k, safety),
+        )
+
+    def _handle_recorder(
+        self, cs: CallState, k: int, safety: Safety
+    ) -> Callable[..., Awaitable[bool]]:
+        call = cs.call
+
+        async def record_handle(value: Any, *, in_flight: bool = False) -> bool:
+            if safety is not Safety.SIDE_EFFECT:
+                return False  # a retry-safe call runs again after a crash: no handle needed
+            problem = unstorable(value, name="handle")
+            if problem is not None:
+                raise Misuse(
+                    ConfigError(
+                        f"tool {call.name} journaled a handle that cannot be stored: {problem}",
+                        run_id=self.drive.run_id,
+                        call_id=call.id,
+                    )
+                )
+            n = max(cs.handles.get(k, {}), default=0) + 1
+            handle = R.Handle(
+                call_id=call.id, attempt=k, n=n, tool=call.name, value=value, in_flight=in_flight
+            )
+            # Evidence of what the effect did, so kept whatever happened to the run meanwhile.
+            appended = await self.drive.append(
+                R.handle_key(call.id, k, n), R.HANDLE, handle.to_payload(), after_end=True
+            )
+            if not appended.won:
+                # Another writer journaled this step: nothing more may leave from here.
+                raise ToolOutcomeUnknown(
+                    f"{call.name}: step {n} of attempt {k} was journaled by another driver",
+                    run_id=self.drive.run_id,
+                    call_id=call.id,
+                )
+            log.info(
+                "tool_handle_recorded",
+                call_id=call.id,
+                tool=call.name,
+                attempt=k,
+                step=n,
+                in_flight=in_flight,
+            )
+            return True
+
+        return record_handle
 
     async def _gate(
         self, cs: CallState, k: int, safety: Safety, policy: ApprovalPolicy
@@ -246,7 +312,9 @@ class Calls:
         async def interrupt(
             key: str, prompt: str, *, expect: Any = str, schema: Mapping[str, Any] | None = None
         ) -> Any:
-            if safety is Safety.SIDE_EFFECT:
+            if safety is Safety.SIDE_EFFECT and not cs.resumable:
+                # A side effect that journaled a handle is continued, never re-run, once
+                # answered: only then may it ask.
                 raise Misuse(
                     ConfigError(
                         f"tool {call.name} is a SIDE_EFFECT and called interrupt(): only READ_ONLY"
@@ -309,8 +377,60 @@ class Calls:
         tracing.marker_written(k)
         log.info("tool_started", call_id=call.id, tool=call.name, safety="side_effect")
         self.drive.executed += 1
+        return await self._settle(cs, k, tool, context, self._invoke(tool, call.arguments, context))
+
+    async def _resume(self, cs: CallState, handle: R.Handle) -> Outcome:
+        """Continue an attempt that journaled a handle: the tool learns its outcome from it
+        (an MCP tool polls its task) instead of the run halting on an unknown outcome."""
+        call, k = cs.call, cs.attempt
+        tool = self.drive.agent.tools.get(call.name)
+        resume = resumer(tool) if tool is not None else None
+        if tool is None or resume is None:
+            return self._halt(
+                cs,
+                "the side effect was attempted and journaled a handle to its effect, but no "
+                f"tool of this agent named {call.name} can resume it: it may have acted",
+            )
+        # A handle is only ever journaled by a SIDE_EFFECT: it resumes as one.
+        context = self._context(cs, k, Safety.SIDE_EFFECT)
+        log.info("tool_resumed", call_id=call.id, tool=call.name, attempt=k)
+        self.drive.holding.check()  # a drive whose lease was taken over resumes nothing
+        return await self._settle(
+            cs, k, tool, context, self._bounded(tool, resume(handle.value, call.arguments, context))
+        )
+
+    async def cancel_handles(self, pending: list[CallState]) -> None:
+        """The run is being cancelled: ask each tool with a journaled handle and no result to
+        stop its effect (an MCP tool sends ``tasks/cancel``). Best effort and journaled by
+        nothing: a cancel does not prove the work never ran, so the call stays unresolved."""
+        for cs in pending:
+            handle = cs.handle if cs.result is None else None
+            tool = self.drive.agent.tools.get(cs.call.name)
+            cancel = handle_canceller(tool) if handle is not None and tool is not None else None
+            if handle is None or tool is None or cancel is None:
+                continue
+            context = self._context(cs, cs.attempt, Safety.SIDE_EFFECT)
+            try:
+                async with asyncio.timeout(tool.spec.timeout or HANDLE_CANCEL_TIMEOUT):
+                    await cancel(handle.value, context)
+            except Exception as exc:
+                log.warning(
+                    "tool_cancel_failed", call_id=cs.call.id, tool=cs.call.name, error=repr(exc)
+                )
+                continue
+            log.warning(
+                "tool_cancel_requested",
+                call_id=cs.call.id,
+                tool=cs.call.name,
+                note="a cancel does not prove the work never ran; the call stays unresolved",
+            )
+
+    async def _settle(
+        self, cs: CallState, k: int, tool: Tool, context: ToolContext, running: Awaitable[Any]
+    ) -> Outcome:
+        """Await a side effect's attempt (or its resumption) and record or halt on its outcome."""
         try:
-            value = await self._invoke(tool, call.arguments, context)
+            value = await running
         except ToolOutcomeUnknown as exc:
             return await self._halted(cs, k, exc, f"outcome unknown: {exc}")
         except ToolError as exc:
@@ -364,13 +484,16 @@ class Calls:
 
     async def _invoke(self, tool: Tool, arguments: Any, context: ToolContext) -> Any:
         self.drive.holding.check()  # a drive whose lease was taken over runs no further tool
+        return await self._bounded(tool, tool.call(arguments, context))
+
+    async def _bounded(self, tool: Tool, running: Awaitable[Any]) -> Any:
         timeout = tool.spec.timeout
         # A tool that enforces its spec's timeout itself (an MCP tool) keeps an answer that is in
         # hand at the deadline; a second deadline here would cancel it first and lose the answer.
         if timeout is None or enforces_timeout(tool):
-            return await tool.call(arguments, context)
+            return await running
         async with asyncio.timeout(timeout):
-            return await tool.call(arguments, context)
+            return await running
 
     async def _record(
         self,
@@ -520,6 +643,9 @@ class Calls:
         log.warning("tool_halted", call_id=cs.call.id, tool=cs.call.name, cause=cause)
         return halt
 
+
+HANDLE_CANCEL_TIMEOUT = 30.0
+"""Seconds a tool without a timeout of its own gets to ask for a handle's effect to stop."""
 
 RESULT_COMMIT_RETRY = (0.1, 0.5, 1.0, 2.0, 4.0)
 """Seconds between tries of a result's commit while the database stays locked (each try also

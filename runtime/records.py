@@ -10,6 +10,12 @@ One run's keys (insert-if-absent, so of two drivers writing one key exactly one 
     late/<call>/<k>             a result that arrived after attempt k was resolved "not executed"
                                 (or after the run ended)
     halt/<call>/<k>             why this drive halted on attempt k (the exception), as evidence
+    handle/<call>/<k>/<n>       the n-th step of attempt k's progress, journaled by the tool while
+                                the attempt runs: how to find its effect again (an MCP task id,
+                                an input round's request state), so a resume continues the
+                                attempt through the tool's ``resume`` instead of halting; or, if
+                                ``in_flight``, that a further request is about to leave (a
+                                marker of its own: until the next step the outcome is unknown)
     decision/<call>/<digest>    an approval decision as submitted (counted or not); identical
                                 resubmissions share a key, so they are no-ops
     tally/<call>/<policy>       the gate's terminal tally under one policy, before the tool runs
@@ -33,6 +39,7 @@ __all__ = [
     "DECISION",
     "END",
     "HALT",
+    "HANDLE",
     "INTERRUPT",
     "LATE",
     "RECONCILE",
@@ -42,12 +49,14 @@ __all__ = [
     "TALLY",
     "TURN",
     "Appended",
+    "Handle",
     "Outcome",
     "Record",
     "answer_key",
     "attempt_key",
     "decision_key",
     "halt_key",
+    "handle_key",
     "interrupt_key",
     "late_key",
     "reconcile_key",
@@ -71,6 +80,7 @@ INTERRUPT = "interrupt"
 ANSWER = "answer"
 CANCEL = "cancel"
 HALT = "halt"
+HANDLE = "handle"
 STOP = "stop"
 RECONCILE = "reconcile"
 END = "end"
@@ -96,6 +106,10 @@ def late_key(call_id: str, attempt: int) -> str:
 
 def halt_key(call_id: str, attempt: int) -> str:
     return f"halt/{call_id}/{attempt}"
+
+
+def handle_key(call_id: str, attempt: int, n: int) -> str:
+    return f"handle/{call_id}/{attempt}/{n}"
 
 
 def reconcile_key(call_id: str, attempt: int, n: int) -> str:
@@ -129,6 +143,49 @@ def error_payload(kind: str, message: str, data: Any = None) -> dict[str, Any]:
     if data is not None:
         payload["data"] = data
     return payload
+
+
+@dataclass(frozen=True, slots=True)
+class Handle:
+    """One step of a side effect's progress, journaled mid-attempt (``ToolContext.record_handle``).
+
+    The payload of a ``handle/<call>/<k>/<n>`` record, ``n`` counting from 1 within attempt
+    ``k``; the latest step decides what a resume does. ``value`` is the tool's own JSON (an MCP
+    tool journals ``{"mcp_task": <task id>, "server": <name>}`` for a task); the runtime never
+    reads inside it. A step that is not ``in_flight`` says the effect can be asked about or
+    continued, so the attempt's outcome is knowable: a resume gives the value to the tool's
+    ``resume`` instead of halting (a build whose tool cannot resume halts). An ``in_flight``
+    step says a further request of the attempt is about to leave: like the attempt marker, it
+    makes the outcome unknown until a later step or the result, and a resume halts on it.
+    """
+
+    call_id: str
+    attempt: int
+    n: int
+    tool: str
+    value: Any
+    in_flight: bool = False
+
+    def to_payload(self) -> dict[str, Any]:
+        return {
+            "call_id": self.call_id,
+            "attempt": self.attempt,
+            "n": self.n,
+            "tool": self.tool,
+            "handle": self.value,
+            "in_flight": self.in_flight,
+        }
+
+    @classmethod
+    def from_payload(cls, payload: Any) -> Handle:
+        return cls(
+            call_id=str(payload["call_id"]),
+            attempt=int(payload["attempt"]),
+            n=int(payload.get("n", 1)),
+            tool=str(payload.get("tool", "")),
+            value=payload.get("handle"),
+            in_flight=payload.get("in_flight") is True,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,9 @@ class CallState:
     late: dict[int, Record] = field(default_factory=dict)
     halts: dict[int, Record] = field(default_factory=dict)
     """Why a drive halted on an attempt (the exception), journaled as evidence."""
+    handles: dict[int, dict[int, Record]] = field(default_factory=dict)
+    """The steps of progress the tool journaled mid-attempt (``records.Handle``), by attempt
+    and then by step."""
     decisions: list[Record] = field(default_factory=list)
     tallies: dict[str, Record] = field(default_factory=dict)
     """Terminal tallies of the approval gate, by the digest of the policy they were made under."""
@@ -80,9 +83,41 @@ class CallState:
         return cause if isinstance(cause, str) else None
 
     @property
+    def _last_handle(self) -> Record | None:
+        steps = self.handles.get(self.attempt)
+        if not steps or self.marker is None:
+            return None
+        return steps[max(steps)]
+
+    @property
+    def handle(self) -> R.Handle | None:
+        """The latest step the current attempt journaled, if it was attempted and journaled one."""
+        record = self._last_handle
+        return R.Handle.from_payload(record.payload) if record is not None else None
+
+    @property
     def unknown_outcome(self) -> bool:
-        """Attempted, no result: the call may have acted. A resume halts on it."""
+        """Attempted, no result: the call may have acted. A resume halts on it, unless it is
+        ``resumable`` (then it continues the attempt through its handle). Either way only a
+        result or a resolution settles it."""
         return self.marker is not None and self.result is None
+
+    @property
+    def resumable(self) -> bool:
+        """Attempted, no result, and its latest step journaled a handle (not a request in
+        flight) with no halt since: its outcome is knowable, so the run is not halted on it; a
+        resume asks the tool to continue it. A halt after the step (the drive could not learn
+        the outcome) makes it halted until a resume tries again."""
+        record = self._last_handle
+        if not self.unknown_outcome or record is None or record.payload.get("in_flight") is True:
+            return False
+        halt = self.halts.get(self.attempt)
+        return halt is None or halt.seq < record.seq
+
+    @property
+    def halted(self) -> bool:
+        """Attempted, no result, and not resumable: the run halts on it."""
+        return self.unknown_outcome and not self.resumable
 
     def decisions_made(self) -> list[tuple[Decision, str]]:
         """The approval decisions journaled for this call, in order, with their policy digest."""
@@ -148,6 +183,9 @@ class RunState:
             attempt = int(payload["attempt"])
             by_kind = {R.ATTEMPT: call.markers, R.RESULT: call.results, R.LATE: call.late}
             by_kind.get(kind, call.halts)[attempt] = record
+        elif kind == R.HANDLE:
+            steps = self._call(record).handles.setdefault(int(payload["attempt"]), {})
+            steps[int(payload.get("n", 1))] = record
         elif kind == R.DECISION:
             self._call(record).decisions.append(record)
         elif kind == R.TALLY:
@@ -213,7 +251,7 @@ class RunState:
         if self.stop is not None:
             return "orphaned"
         pending = self.pending_calls()
-        if any(c.unknown_outcome for c in pending):
+        if any(c.halted for c in pending):
             return "halted"
         if any(self._waits(c) for c in pending):
             return "waiting"
@@ -263,7 +301,7 @@ class RunState:
         ]
 
     def halted_calls(self) -> list[CallState]:
-        return [c for c in self.pending_calls() if c.unknown_outcome]
+        return [c for c in self.pending_calls() if c.halted]
 
     def unresolved_calls(self) -> list[CallState]:
         """Every call attempted without a recorded result, in the order the model asked for
@@ -275,7 +313,7 @@ class RunState:
     def waiting_calls(self) -> list[CallState]:
         """Pending calls that wait for a person (an approval or an answer), by the same rule
         ``status()`` uses."""
-        return [c for c in self.pending_calls() if not c.unknown_outcome and self._waits(c)]
+        return [c for c in self.pending_calls() if not c.halted and self._waits(c)]
 
     def anomalies(self) -> list[str]:
         """What in the records says the run may have acted twice or broke the journal's rules.
@@ -314,9 +352,9 @@ def _acted(call: CallState, attempt: int) -> bool:
 
 
 def _allowed_after_end(record: Record) -> bool:
-    """What may follow a run's end: evidence of what an effect did (a late result, or a
-    resolution settling an unknown outcome)."""
-    if record.kind in (R.LATE, R.HALT, R.RECONCILE):
+    """What may follow a run's end: evidence of what an effect did (a late result, a handle to
+    it, or a resolution settling an unknown outcome)."""
+    if record.kind in (R.LATE, R.HALT, R.RECONCILE, R.HANDLE):
         return True
     return record.kind == R.RESULT and bool(
         isinstance(record.payload, Mapping) and record.payload.get("resolved")

@@ -2,8 +2,9 @@
 
 The Safety a tool declares decides what a resume may do with a call whose result was never
 journaled; see ``docs/guarantee.md``. Everything in ``__all__`` is public, including what a tool
-adapter (``adapters.mcp``) builds on: ``validate_tool_name``, ``safe_repr``, ``Interrupted`` and
-``enforces_timeout``.
+adapter (``adapters.mcp``) builds on: ``validate_tool_name``, ``safe_repr``, ``Interrupted``,
+``enforces_timeout`` and the handle seam (``ToolContext.record_handle``, ``resumer``,
+``handle_canceller``).
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ __all__ = [
     "ToolContext",
     "ToolSpec",
     "enforces_timeout",
+    "handle_canceller",
     "idempotency_key_for",
+    "resumer",
     "safe_repr",
     "tool",
     "validate_tool_name",
@@ -185,7 +188,15 @@ class Interrupted(BaseException):
 class ToolContext:
     """What a running tool may know about its call. Passed to tools that ask for it."""
 
-    __slots__ = ("_interrupt", "call_id", "idempotency_key", "run_id", "safety", "tool_name")
+    __slots__ = (
+        "_interrupt",
+        "_record_handle",
+        "call_id",
+        "idempotency_key",
+        "run_id",
+        "safety",
+        "tool_name",
+    )
 
     def __init__(
         self,
@@ -196,6 +207,7 @@ class ToolContext:
         safety: Safety = Safety.SIDE_EFFECT,
         idempotency_key: str | None = None,
         interrupt: Callable[..., Awaitable[Any]] | None = None,
+        record_handle: Callable[..., Awaitable[bool]] | None = None,
     ):
         self.run_id = run_id
         self.call_id = call_id
@@ -203,14 +215,35 @@ class ToolContext:
         self.safety = safety
         self.idempotency_key = idempotency_key or idempotency_key_for(run_id, call_id)
         self._interrupt = interrupt
+        self._record_handle = record_handle
+
+    async def record_handle(self, handle: Any, *, in_flight: bool = False) -> bool:
+        """Journal ``handle`` (plain JSON) as the next step of this attempt's progress.
+
+        For a SIDE_EFFECT driven by an agent run the record is committed before this returns.
+        A plain handle is the way to find or continue the effect (an MCP server's task id, an
+        input round's request state): from then on the attempt is not an unknown outcome, and
+        after a crash a resume gives the latest handle to the tool's ``resume`` (``resumer``)
+        instead of halting; the tool may then also ``interrupt`` (it is continued, not re-run,
+        once answered). Call it the moment the handle is known, before waiting on it.
+        ``in_flight=True`` journals that a further request of the attempt is about to leave:
+        until the next step the outcome is unknown again, and a resume halts. Returns False,
+        journaling nothing, where no handle is needed (a retry-safe call runs again anyway) or
+        none can be kept (a call made outside a run).
+        """
+        if self._record_handle is None:
+            return False
+        return await self._record_handle(handle, in_flight=in_flight)
 
     async def interrupt(
         self, key: str, prompt: str, *, expect: Any = str, schema: Mapping[str, Any] | None = None
     ) -> Any:
         """Pause the run until a person answers ``prompt``; return the answer on resume.
 
-        Allowed in READ_ONLY and IDEMPOTENT tools only: the tool runs again from the start once
-        the answer is journaled, so everything before the interrupt must be safe to repeat.
+        Allowed in READ_ONLY and IDEMPOTENT tools: the tool runs again from the start once the
+        answer is journaled, so everything before the interrupt must be safe to repeat. A
+        SIDE_EFFECT may ask only once it has journaled a handle (``record_handle``): it is then
+        continued through its ``resume``, never run again.
         """
         if self._interrupt is None:
             raise ConfigError(
@@ -236,6 +269,18 @@ class Tool(Protocol):
         then sets no deadline of its own, which would cancel the call first and lose the
         answer. Missing, or anything but ``True``, means False: the agent bounds the call.
         Read it with ``enforces_timeout(tool)``.
+
+    Two optional methods, for a tool that journals a handle (``ToolContext.record_handle``):
+
+    ``async resume(handle, arguments, context) -> Any``
+        Continue an attempt that journaled ``handle`` and was cut off (the process died, or it
+        halted while waiting): learn its outcome without acting again, and return or raise as
+        ``call`` would (``ToolOutcomeUnknown`` if the outcome still cannot be learnt: the run
+        halts, and a later resume tries again). Read it with ``resumer(tool)``.
+    ``async cancel_handle(handle, context) -> None``
+        Ask for the effect behind ``handle`` to be stopped, when its run is cancelled. Best
+        effort: a cancel proves nothing about what already happened. Read it with
+        ``handle_canceller(tool)``.
     """
 
     @property
@@ -249,6 +294,18 @@ class Tool(Protocol):
 def enforces_timeout(tool: object) -> bool:
     """True if ``tool`` declares that it applies its spec's timeout itself (see ``Tool``)."""
     return getattr(tool, "enforces_timeout", False) is True
+
+
+def resumer(tool: object) -> Callable[..., Awaitable[Any]] | None:
+    """``tool.resume`` if the tool can continue an attempt from its handle (see ``Tool``)."""
+    resume = getattr(tool, "resume", None)
+    return resume if callable(resume) else None
+
+
+def handle_canceller(tool: object) -> Callable[..., Awaitable[Any]] | None:
+    """``tool.cancel_handle`` if the tool can ask for a handle's effect to stop (``Tool``)."""
+    cancel = getattr(tool, "cancel_handle", None)
+    return cancel if callable(cancel) else None
 
 
 class FunctionTool:

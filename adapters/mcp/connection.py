@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 import anyio
 import mcp_types as types
 from mcp import Client, ClientSession, StdioServerParameters, stdio_client
+from mcp.client.extension import advertise
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.message import SessionMessage
@@ -29,6 +30,7 @@ from adapters.mcp.elicitation import ElicitationResolver
 from adapters.mcp.http import http_transport
 from adapters.mcp.session import Session, ToolListChangedCallback
 from adapters.mcp.stdio import DEFAULT_MAX_LINE_BYTES, server_name, stdio_transport
+from adapters.mcp.tasks import TASKS_EXTENSION
 from runtime.errors import ConfigError, ProtocolError
 from runtime.tools import safe_repr
 
@@ -64,6 +66,7 @@ async def connect(
     name: str | None = None,
     connect_timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    tasks: bool = False,
 ) -> AsyncIterator[Session]:
     """Open an MCP session to ``target`` for the length of the ``async with`` block.
 
@@ -77,6 +80,10 @@ async def connect(
     from its command or URL). ``connect_timeout`` bounds starting the server and the handshake
     (``DEFAULT_CONNECT_TIMEOUT``; ``None``: no bound). ``max_line_bytes`` bounds one line a
     stdio server writes (``DEFAULT_MAX_LINE_BYTES``; zero or less: no limit).
+
+    ``tasks`` declares the MCP tasks extension: a server may then answer a call with a task,
+    whose id a side effect journals the moment it arrives and then polls to its end; after a
+    crash a resume polls the task instead of halting (see ``docs/mcp.md``).
     """
     identity = _client_identity(client_info)
     if elicitation is not None and not callable(elicitation):
@@ -89,7 +96,11 @@ async def connect(
     if isinstance(max_line_bytes, bool) or not isinstance(max_line_bytes, int):
         raise ConfigError(f"max_line_bytes must be an integer, not {max_line_bytes!r}")
     called = name if name is not None else _describe(target)
-    session = Session(elicitation=elicitation, on_tool_list_changed=on_tool_list_changed)
+    if not isinstance(tasks, bool):
+        raise ConfigError("tasks must be True or False")
+    session = Session(
+        elicitation=elicitation, on_tool_list_changed=on_tool_list_changed, tasks=tasks, name=called
+    )
     client = Client(
         _client_target(target, session, called, max_line_bytes),
         mode="auto",
@@ -97,6 +108,7 @@ async def connect(
         client_info=types.Implementation(name=identity[0], version=identity[1]),
         elicitation_callback=session._on_elicitation if elicitation is not None else None,
         message_handler=session._on_message,
+        extensions=[advertise(TASKS_EXTENSION)] if tasks else None,
     )
     stack = AsyncExitStack()
     bound = asyncio.timeout(seconds)

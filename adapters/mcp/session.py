@@ -25,6 +25,7 @@ from mcp import ClientSession, MCPError
 from mcp.client.session import ClientRequestContext, IncomingMessage
 from mcp.client.subscriptions import ToolsListChanged, listen
 
+from adapters.mcp import tasks as T
 from adapters.mcp.elicitation import ElicitationAnswer, ElicitationRequest, ElicitationResolver
 from runtime.errors import ConfigError, ProtocolError, ToolError, ToolOutcomeUnknown
 from runtime.logs import get_logger
@@ -68,6 +69,10 @@ _AMBIGUOUS_CODES: Final = frozenset(
 _MAX_SERVER_TEXT: Final = 2000
 
 
+class _Raw(pydantic.RootModel[dict[str, Any]]):
+    """An answer kept as the JSON object it was, to be checked by its own reader."""
+
+
 @dataclass(slots=True)
 class _Round:
     """One tools/call request of a call: its JSON-RPC id, once the transport has seen it leave."""
@@ -86,6 +91,8 @@ class _Active:
     durable: bool
     asked: int = 0
     paused: Interrupted | None = None
+    rounds: bool = False
+    """A side effect's SEP-2322 input rounds are journaled and answered from the journal."""
 
 
 class Session:
@@ -100,8 +107,12 @@ class Session:
         *,
         elicitation: ElicitationResolver | None = None,
         on_tool_list_changed: ToolListChangedCallback | None = None,
+        tasks: bool = False,
+        name: str = "mcp",
     ) -> None:
         self._sdk: ClientSession | None = None
+        self._tasks = tasks
+        self._name = name
         self._resolver = elicitation
         self._on_tool_list_changed = on_tool_list_changed
         self._task_group: anyio.abc.TaskGroup | None = None
@@ -176,8 +187,14 @@ class Session:
         call: ToolContext | None,
         seconds: float | None,
         durable: bool = False,
+        rounds: bool = False,
+        resume: Mapping[str, Any] | None = None,
     ) -> types.CallToolResult:
         """Send one tools/call (with its input rounds) and return the server's final answer.
+
+        With ``rounds`` (a side effect made with durable elicitation) each input round the
+        server asks for is journaled as a step of the attempt and the run pauses for its
+        answer; ``resume`` is such a journaled round, answered now: the call goes on from it.
 
         Raises a definite ``ToolError`` when the call was provably not sent or the server
         replied with an error, and ``ToolOutcomeUnknown`` for anything else after it may have
@@ -185,12 +202,20 @@ class Session:
         has no journaled answer yet (the retry-safe call runs again once it has).
         """
         ids = _ids(call)
+        if self._closed and resume is not None:
+            raise ToolOutcomeUnknown(
+                f"{name}: its journaled input round cannot be continued, the MCP session is "
+                f"closed{self._why()}; earlier rounds may have acted",
+                **ids,
+            )
         if self._closed:
             raise ToolError(f"{name} was not called: the MCP session is closed{self._why()}", **ids)
-        active = _Active(call, durable)
+        active = _Active(call, durable, rounds=rounds and call is not None)
         self._active.append(active)
         try:
-            attempt = self._send_call(name, arguments, meta=meta, call=call, active=active)
+            attempt = self._run_call(
+                name, arguments, meta=meta, call=call, active=active, resume=resume
+            )
             answer = await (attempt if seconds is None else _within(attempt, seconds, name, ids))
         finally:
             self._active.remove(active)
@@ -200,6 +225,110 @@ class Session:
             raise active.paused
         return answer
 
+    async def _run_call(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        meta: dict[str, Any] | None,
+        call: ToolContext | None,
+        active: _Active,
+        resume: Mapping[str, Any] | None = None,
+    ) -> types.CallToolResult:
+        if resume is None:
+            answer = await self._send_call(name, arguments, meta=meta, call=call, active=active)
+        else:
+            # A journaled round, continued: its answers come from the journal, and its state
+            # goes back exactly as the server sent it.
+            responses = await self._answer_round(name, resume, active)
+            answer = await self._send_call(
+                name,
+                arguments,
+                meta=meta,
+                call=call,
+                active=active,
+                start=(responses, resume.get("state"), int(resume["round"]) + 1),
+            )
+        if isinstance(answer, types.CallToolResult):
+            return answer
+        # The server took the call as a task. Its id is journaled before anything else: from
+        # the commit on, a crash leaves a call whose outcome a resume can poll for.
+        if call is not None:
+            await call.record_handle(T.handle_of(answer.task_id, self._name))
+        log.info("mcp_task_started", tool=name, task=answer.task_id, status=answer.status)
+        return await self._follow_task(name, answer, _ids(call))
+
+    async def _resume_task(
+        self, name: str, task_id: str, *, call: ToolContext, seconds: float | None
+    ) -> types.CallToolResult:
+        """Poll a task a crashed or halted attempt journaled, to its end, within ``seconds``."""
+        ids = _ids(call)
+        if self._closed:
+            raise ToolOutcomeUnknown(
+                f"{name}: task {safe_repr(task_id)} cannot be polled, the MCP session is closed"
+                f"{self._why()}; it may have run",
+                **ids,
+            )
+        known = T.TaskState(task_id, "working", None)
+        attempt = self._follow_task(name, known, ids, wait_first=False)
+        return await (attempt if seconds is None else _within(attempt, seconds, name, ids))
+
+    async def _follow_task(
+        self, name: str, state: T.TaskState, ids: dict[str, str], *, wait_first: bool = True
+    ) -> types.CallToolResult:
+        """Poll ``tasks/get`` until the task ends, at the pace the server asks (bounded)."""
+        pause, wait = T.DEFAULT_POLL_SECONDS, wait_first
+        while not state.ended:
+            if state.status == "input_required":
+                raise ToolOutcomeUnknown(
+                    f"{name}: task {safe_repr(state.task_id)} asks for input, which bide does "
+                    "not give to a task; it may have acted",
+                    **ids,
+                )
+            if state.poll_seconds is not None:
+                pause = min(max(state.poll_seconds, T.MIN_POLL_SECONDS), T.MAX_POLL_SECONDS)
+            if wait:
+                await asyncio.sleep(pause)
+            wait = True
+            state = await self._get_task(name, state.task_id, ids)
+        log.info("mcp_task_ended", tool=name, task=state.task_id, status=state.status)
+        if state.result is not None:
+            return state.result  # completed, or failed with the server's own isError result
+        said = f": {_server_text(state.message)}" if state.message else ""
+        if state.status == "cancelled":
+            raise ToolError(
+                f"{name}: the server cancelled its task{said} (what it did before is not known)",
+                **ids,
+            )
+        raise ToolError(f"{name} failed: its task failed{said}", **ids)
+
+    async def _get_task(self, name: str, task_id: str, ids: dict[str, str]) -> T.TaskState:
+        sdk = self._connected()
+        request = T.GetTask(params=T.TaskParams(task_id=task_id))
+        try:
+            raw = (await sdk.send_request(request, _Raw)).root
+        except MCPError as exc:
+            self._note_failure(exc)
+            raise ToolOutcomeUnknown(
+                f"{name}: polling task {safe_repr(task_id)} failed (error {exc.error.code}: "
+                f"{_server_text(exc.error.message)}){self._why()}; it may have run",
+                **ids,
+            ) from exc
+        except Exception as exc:
+            raise ToolOutcomeUnknown(
+                f"{name}: the answer to polling task {safe_repr(task_id)} could not be read "
+                f"({type(exc).__name__}); it may have run",
+                **ids,
+            ) from exc
+        return T.read_task_state(raw, task_id, server=self._name)
+
+    async def _cancel_task(self, task_id: str) -> None:
+        """Ask the server to cancel a task (``tasks/cancel``); what it did already stays done."""
+        sdk = self._connected()
+        if self._closed:
+            raise ProtocolError(f"cannot cancel task {safe_repr(task_id)}: the session is closed")
+        await sdk.send_request(T.CancelTask(params=T.TaskParams(task_id=task_id)), _Raw)
+
     async def _send_call(
         self,
         name: str,
@@ -208,13 +337,17 @@ class Session:
         meta: dict[str, Any] | None,
         call: ToolContext | None,
         active: _Active,
-    ) -> types.CallToolResult:
+        start: tuple[dict[str, types.InputResponse] | None, str | None, int] | None = None,
+    ) -> types.CallToolResult | T.TaskState:
         sdk = self._connected()
         ids = _ids(call)
-        responses: dict[str, types.InputResponse] | None = None
-        state: str | None = None
+        responses, state, first = start if start is not None else (None, None, 1)
         backoff = _STATE_ONLY_BACKOFF[0]
-        for _ in range(MAX_INPUT_ROUNDS + 1):
+        for n in range(first, MAX_INPUT_ROUNDS + 2):
+            if n > 1 and active.rounds and call is not None:
+                # A further request of a side effect is about to leave: journaled first, so a
+                # crash before its reply is recorded is an unknown outcome, never a re-send.
+                await call.record_handle({"mcp_sending": n}, in_flight=True)
             request = types.CallToolRequest(
                 params=types.CallToolRequestParams(
                     name=name,
@@ -229,12 +362,27 @@ class Session:
             try:
                 # Not sdk.call_tool: it validates structured content against the listed output
                 # schema and raises RuntimeError after the tool ran, and may re-list first.
-                answer = await sdk.send_request(request, _CALL_RESULT)
+                raw = (await sdk.send_request(request, _Raw)).root
+                task = raw if self._tasks and raw.get("resultType") == "task" else None
+                if task is None:
+                    answer = _CALL_RESULT.validate_python(raw)
             except MCPError as exc:
                 from_server = self._sent_by_server(sent, exc)
                 if not from_server:
                     self._note_failure(exc)
                 raise _classify_error_reply(name, exc, ids, from_server, self._why()) from exc
+            except pydantic.ValidationError as exc:
+                if any("requestState" in map(str, error["loc"]) for error in exc.errors()):
+                    # The state is echoed byte for byte on the next round: only a string can be.
+                    raise ProtocolError(
+                        f"MCP server {self._name!r} answered {name} with a requestState that is "
+                        "not a string; the tool may have acted in earlier rounds"
+                    ) from exc
+                raise ToolOutcomeUnknown(
+                    f"{name}: the server's answer could not be read ({type(exc).__name__}); "
+                    "the tool may have run",
+                    **ids,
+                ) from exc
             except Exception as exc:
                 raise ToolOutcomeUnknown(
                     f"{name}: the server's answer could not be read ({type(exc).__name__}); "
@@ -244,8 +392,23 @@ class Session:
             finally:
                 _ROUND.reset(token)
                 self._forget(sent)
+            if task is not None:
+                # Outside the try: a task answer that breaks the extension names the server.
+                return T.read_task_answer(task, server=self._name, tool=name)
             if isinstance(answer, types.CallToolResult):
                 return answer
+            if active.rounds and call is not None and _all_forms(answer.input_requests):
+                # The server's question, journaled as received before it is asked: the run
+                # pauses for the answer, and a resume sends it with this very state.
+                asked = {
+                    "round": n,
+                    "requests": raw.get("inputRequests") or {},
+                    "state": answer.request_state,
+                }
+                await call.record_handle({"mcp_input": asked})
+                responses = await self._answer_round(name, asked, active)
+                state = answer.request_state
+                continue
             if answer.input_requests:
                 backoff = _STATE_ONLY_BACKOFF[0]
                 responses = await self._answer_input_requests(name, answer.input_requests, active)
@@ -259,6 +422,30 @@ class Session:
             "the tool may have acted in earlier rounds",
             **ids,
         )
+
+    async def _answer_round(
+        self, name: str, journaled: Mapping[str, Any], active: _Active
+    ) -> dict[str, types.InputResponse]:
+        """The answers to a journaled round's questions, from the journal; with any missing the
+        run pauses (``Interrupted``) and the call is continued from the round once answered."""
+        assert active.call is not None
+        n = int(journaled["round"])
+        requests = journaled.get("requests") or {}
+        responses: dict[str, types.InputResponse] = {}
+        for key in sorted(requests):
+            request = _INPUT_REQUEST.validate_python(requests[key])
+            assert isinstance(request, types.ElicitRequest)
+            params = request.params
+            assert isinstance(params, types.ElicitRequestFormParams)
+            digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+            content = await active.call.interrupt(
+                f"mcp-input-{n}-{digest}",
+                params.message,
+                expect=dict,
+                schema=dict(params.requested_schema or {"type": "object"}),
+            )
+            responses[key] = types.ElicitResult(action="accept", content=content)
+        return responses
 
     async def _answer_input_requests(
         self, name: str, requests: Mapping[str, types.InputRequest], active: _Active
@@ -552,6 +739,17 @@ def _elicitation_request(
         requested_schema=dict(params.requested_schema),
         tool_name=tool_name,
         call=call,
+    )
+
+
+_INPUT_REQUEST: Final = pydantic.TypeAdapter[types.InputRequest](types.InputRequest)
+
+
+def _all_forms(requests: Mapping[str, types.InputRequest] | None) -> bool:
+    """Whether every input request is a form elicitation (a question a person can answer)."""
+    return bool(requests) and all(
+        isinstance(r, types.ElicitRequest) and isinstance(r.params, types.ElicitRequestFormParams)
+        for r in (requests or {}).values()
     )
 
 

@@ -13,8 +13,9 @@ from jsonschema import exceptions as jsonschema_exceptions
 from referencing.exceptions import Unresolvable
 
 from adapters.mcp.session import Session
-from runtime.errors import ToolArgumentsError, ToolError
-from runtime.tools import ToolContext, ToolSpec
+from adapters.mcp.tasks import task_of
+from runtime.errors import ToolArgumentsError, ToolError, ToolOutcomeUnknown
+from runtime.tools import ToolContext, ToolSpec, safe_repr
 
 __all__ = [
     "DEFAULT_MAX_RESULT_BYTES",
@@ -104,9 +105,71 @@ class MCPTool:
         # Only a call the agent may run again from the start can pause on a question: a side
         # effect's elicitation is answered live, never by pausing (that could repeat the effect).
         durable = self._durable and context is not None and context.safety.retry_safe
+        # A side effect's 2026-07-28 input rounds are journaled instead: each round is a step
+        # of the attempt, and the call is continued from it once answered, never re-run.
+        rounds = self._durable and context is not None and not context.safety.retry_safe
         result = await self._session._call_tool(
-            name, checked, meta=meta, call=context, seconds=self._spec.timeout, durable=durable
+            name,
+            checked,
+            meta=meta,
+            call=context,
+            seconds=self._spec.timeout,
+            durable=durable,
+            rounds=rounds,
         )
+        return self._value(result, ids)
+
+    async def resume(self, handle: Any, arguments: Mapping[str, Any], context: ToolContext) -> Any:
+        """Continue a call from the step its attempt journaled (``runtime.Tool``), and answer
+        as ``call`` does.
+
+        A task (its id journaled): poll it to its end within the tool's timeout; nothing is
+        sent again. A task that cannot be polled (the server forgot it, the connection failed,
+        the deadline passed) is ``ToolOutcomeUnknown``: the run halts on it, and a later resume
+        polls again. An input round (its request state journaled): send the journaled answers
+        with the state exactly as the server sent it, or pause again while one is missing.
+        """
+        ids = {"run_id": context.run_id, "call_id": context.call_id}
+        asked = handle.get("mcp_input") if isinstance(handle, Mapping) else None
+        if isinstance(asked, Mapping) and self._durable:
+            result = await self._session._call_tool(
+                self._spec.name,
+                self._check_arguments(arguments, ids),
+                meta={IDEMPOTENCY_KEY_META: context.idempotency_key},
+                call=context,
+                seconds=self._spec.timeout,
+                rounds=True,
+                resume=asked,
+            )
+            return self._value(result, ids)
+        if isinstance(asked, Mapping):
+            raise ToolOutcomeUnknown(
+                f"{self._spec.name}: the attempt journaled an input round, but this tool was "
+                "listed without durable_elicitation and cannot continue it; earlier rounds may "
+                "have acted",
+                **ids,
+            )
+        task_id = task_of(handle)
+        if task_id is None:
+            raise ToolOutcomeUnknown(
+                f"{self._spec.name}: the journaled handle {safe_repr(handle)} names no MCP task; "
+                "the call may have run",
+                **ids,
+            )
+        result = await self._session._resume_task(
+            self._spec.name, task_id, call=context, seconds=self._spec.timeout
+        )
+        return self._value(result, ids)
+
+    async def cancel_handle(self, handle: Any, context: ToolContext) -> None:
+        """Ask the server to cancel the task behind ``handle`` (``tasks/cancel``), when the run
+        is cancelled. It proves nothing: the task may have acted, or finished, already."""
+        task_id = task_of(handle)
+        if task_id is not None:
+            await self._session._cancel_task(task_id)
+
+    def _value(self, result: types.CallToolResult, ids: dict[str, str]) -> Any:
+        name = self._spec.name
         value = _result_value(result)
         size = len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
         if 0 < self._max_result_bytes < size:

@@ -24,12 +24,12 @@ from runtime.console.chart import ages
 from runtime.console.forms import confirm_page
 from runtime.console.html import Html, run_href
 from runtime.console.pages import error_page, run_page, runs_page
-from runtime.console.runs import list_page, stopped
 from runtime.console.status import STATUSES
 from runtime.errors import ConfigError, ConflictError, RunBusy
 from runtime.journal import Journal
 from runtime.logs import get_logger
 from runtime.ownership import is_alive
+from runtime.runs import Row, list_page
 from runtime.timeline import timeline
 
 __all__ = ["CONTENT_SECURITY_POLICY", "Console"]
@@ -218,7 +218,7 @@ class Console:
         except ConfigError as exc:
             return _html(error_page("bad request", str(exc), links=[("./", "runs")]), 400)
         now = int(time.time() * 1000)
-        counts = ages(await stopped(journal), now)
+        counts = ages(await _stopped(journal), now)
         return _html(
             runs_page(
                 listing, status=status, prefix=prefix, before=before, counts=counts, now_ms=now
@@ -304,3 +304,11 @@ class Console:
 
 def _html(body: Html, code: int = 200) -> HTMLResponse:
     return HTMLResponse(str(body), status_code=code)
+
+
+async def _stopped(journal: Journal, *, limit: int = 500) -> list[Row]:
+    """The halted and waiting runs (at most ``limit`` of each), for the chart of ages."""
+    out: list[Row] = []
+    for status in ("halted", "waiting"):
+        out.extend((await list_page(journal, status=status, limit=limit)).rows)
+    return out

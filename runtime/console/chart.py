@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from runtime.console.html import Html
-from runtime.console.runs import Row
+from runtime.runs import Row
 
 __all__ = ["BUCKETS", "ages", "chart"]
 

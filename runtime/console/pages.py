@@ -11,9 +11,9 @@ from urllib.parse import urlencode
 from runtime.console.chart import chart
 from runtime.console.forms import cancel_form, in_flight, stop_forms
 from runtime.console.html import Html, attr_json, join, page, run_href, when
-from runtime.console.runs import Page, Row
 from runtime.console.status import STATUSES, badge
 from runtime.messages import AssistantTurn
+from runtime.runs import Page, Row
 from runtime.telling import Event
 from runtime.timeline import Timeline
 
@@ -93,6 +93,8 @@ def _row(row: Row, now_ms: int) -> Html:
         Html("<div>{s}</div>").format(s=s.brief())
         for s in (*row.in_flight, *row.halted, *row.waiting)
     )
+    if row.unreadable is not None:
+        stops = Html("<div class=unreadable>{why}</div>").format(why=row.unreadable)
     return Html(
         "<tr data-run-id='{rid}' data-status='{status}'><td>{link}</td><td>{badge}</td>"
         "<td>{agent}</td><td class=num>{turns}</td>"

@@ -16,6 +16,7 @@ STATUSES: dict[str, str] = {
     "completed": "ended with an answer",
     "failed": "ended with an error",
     "cancelled": "cancelled: no new turn or call starts",
+    "unreadable": "one of its records cannot be read: the row names it",
 }
 """Every status ``RunState.status()`` gives, with the tooltip a badge carries. A new status word
 is one more entry here."""

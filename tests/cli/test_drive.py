@@ -219,6 +219,9 @@ def test_a_run_killed_after_a_turn_was_recorded_resumes_to_completion(db_path: P
         "r",
         "go",
         BIDE_CRASH="turn.after_record@1",
+        # A lease that outlives a slow machine's next commands: the resume takes it over because
+        # its holder is gone, not because it expired.
+        BIDE_LEASE_TTL="600",
     )
     assert killed.code == -signal.SIGKILL
     assert child("list", "--db", db, "--json").json()["runs"][0]["status"] == "orphaned"

@@ -28,7 +28,7 @@ def spawn(*argv: str, **env: str) -> subprocess.Popen[str]:
     )
 
 
-def wait_for(what: str, check: Callable[[], bool], timeout: float = 30) -> float:
+def wait_for(what: str, check: Callable[[], bool], timeout: float = 90) -> float:
     """Poll ``check`` until it holds; the seconds it took."""
     started = time.monotonic()
     while not check():
@@ -101,7 +101,7 @@ def test_a_driver_killed_on_another_host_is_waited_for_until_its_lease_expires(
     """A lease held from another host is live until its TTL: resolve is refused until then; then
     the run shows halted, the truth (not executed) is accepted, and resume charges once."""
     db, ledger = tmp_path / "bide.db", tmp_path / "ledger"
-    ttl = 5.0
+    ttl = 12.0  # longer than a loaded machine takes to start the refused `resolve`
     run = spawn(
         "run", "--db", str(db), "--agent", "tests.cli.owned:slow", "--run-id", "r", "go",
         SLOW="60", LEDGER=str(ledger), BIDE_HOST="another-host", BIDE_LEASE_TTL=str(ttl),

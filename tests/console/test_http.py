@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from html.parser import HTMLParser
@@ -367,3 +368,34 @@ def test_a_call_in_flight_is_shown_running_and_its_resolution_is_refused(db_path
         refused = site.post("/act?id=live", csrf=site.csrf("live"), **form)
         assert refused.status_code == 409 and "is still running in process" in refused.text
         assert records(db_path, "live") == before
+
+
+def test_a_run_with_an_unreadable_record_is_listed_as_such_and_the_others_still_are(
+    db_path: Path,
+) -> None:
+    """The console lists runs as `list` does (runtime.runs): one damaged record costs its own
+    run, named, and the table still shows every other run."""
+    make(db_path, h1=HALTING, bad=HALTING)
+    with sqlite3.connect(db_path) as conn:
+        conn.execute(
+            "UPDATE bide_records SET payload = '{oops' WHERE run_id = 'bad' AND key = 'turn/1'"
+        )
+    with TestClient(Console(db_path, token=TOKEN)) as c:
+        c.get("/?token=" + TOKEN)
+        for url in ("/", "/?status=halted", "/?status=unreadable"):
+            page = c.get(url)
+            assert page.status_code == 200, url
+            assert "<tr data-run-id='bad' data-status='unreadable'>" in page.text, url
+            assert "record &#x27;turn/1&#x27; of run &#x27;bad&#x27;" in page.text, url
+        assert "<tr data-run-id='h1' data-status='halted'>" in c.get("/?status=halted").text
+
+
+def test_a_cancelled_run_keeps_showing_the_call_that_may_have_acted(db_path: Path) -> None:
+    make(db_path, h1=HALTING)
+    cli("--db", str(db_path), "cancel", "h1", "--reason", "no longer needed")
+    with TestClient(Console(db_path, token=TOKEN)) as c:
+        c.get("/?token=" + TOKEN)
+        row = re.search(r"<tr data-run-id='h1'.*?</tr>", c.get("/").text, re.S)
+        assert row is not None
+        assert "data-status='cancelled'" in row.group(0)
+        assert "halted c" in row.group(0)

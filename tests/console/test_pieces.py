@@ -7,10 +7,10 @@ from pathlib import Path
 from runtime.console.chart import BUCKETS, ages, chart
 from runtime.console.html import Html, esc, join
 from runtime.console.pages import durations
-from runtime.console.runs import Row
 from runtime.console.status import STATUSES, badge
 from runtime.journal import Journal
 from runtime.result import RunStatus
+from runtime.runs import Row
 from runtime.stops import Stop
 from runtime.timeline import timeline
 from tests.conftest import run_child

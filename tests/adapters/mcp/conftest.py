@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.adapters.mcp.kit import STDIO_SERVER
+from tests.adapters.mcp.processes import serve as serve  # a fixture for the process tests
 
 
 def _free_port() -> int:

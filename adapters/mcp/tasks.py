@@ -1,0 +1,161 @@
+"""The MCP tasks extension as a host speaks it: a task answer and a ``tasks/get`` answer, checked.
+
+Both are untrusted input: a task id that is missing, empty, overlong or not text, a status
+outside the extension's five, a poll interval that is not a count of milliseconds, or a
+completed task without a readable result is a ``ProtocolError`` naming the server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+import mcp_types as types
+import pydantic
+from mcp_types import Request, RequestParams
+
+from runtime.errors import ProtocolError
+from runtime.tools import safe_repr
+
+__all__ = [
+    "DEFAULT_POLL_SECONDS",
+    "MAX_POLL_SECONDS",
+    "MAX_TASK_ID_CHARS",
+    "MIN_POLL_SECONDS",
+    "TASKS_EXTENSION",
+    "CancelTask",
+    "GetTask",
+    "TaskParams",
+    "TaskState",
+    "handle_of",
+    "read_task_answer",
+    "read_task_state",
+    "task_of",
+]
+
+TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
+"""The extension's identifier, declared in the client's capabilities when the host opts in."""
+
+MAX_TASK_ID_CHARS: Final = 256
+DEFAULT_POLL_SECONDS: Final = 1.0
+"""The pause between two ``tasks/get`` when the server suggests none."""
+MIN_POLL_SECONDS: Final = 0.05
+MAX_POLL_SECONDS: Final = 30.0
+"""Bounds on the server's ``pollIntervalMs``: no server makes the host spin, or sleep past its
+own deadline checks for long."""
+
+_STATUSES: Final = frozenset({"working", "input_required", "completed", "failed", "cancelled"})
+_RESULT: Final = pydantic.TypeAdapter(types.CallToolResult)
+
+
+class TaskParams(RequestParams):
+    task_id: str
+
+
+class GetTask(Request[TaskParams, Literal["tasks/get"]]):
+    method: Literal["tasks/get"] = "tasks/get"
+    params: TaskParams
+
+
+class CancelTask(Request[TaskParams, Literal["tasks/cancel"]]):
+    method: Literal["tasks/cancel"] = "tasks/cancel"
+    params: TaskParams
+
+
+@dataclass(frozen=True, slots=True)
+class TaskState:
+    """One reading of a task: its id, status, the pause the server asks for, and, once it has
+    ended, the final result (completed, or a failure the server described) or its message."""
+
+    task_id: str
+    status: str
+    poll_seconds: float | None
+    message: str | None = None
+    result: types.CallToolResult | None = None
+
+    @property
+    def ended(self) -> bool:
+        return self.status in ("completed", "failed", "cancelled")
+
+
+def handle_of(task_id: str, server: str) -> dict[str, str]:
+    """What an MCP tool journals for a call the server answered with a task."""
+    return {"mcp_task": task_id, "server": server}
+
+
+def task_of(handle: object) -> str | None:
+    """The task id in a journaled handle, or None if it is not one ``handle_of`` made."""
+    if isinstance(handle, Mapping):
+        task_id = handle.get("mcp_task")
+        if isinstance(task_id, str) and task_id:
+            return task_id
+    return None
+
+
+def read_task_answer(raw: Mapping[str, Any], *, server: str, tool: str) -> TaskState:
+    """Check a ``tools/call`` answer whose ``resultType`` is ``"task"``."""
+    task = raw.get("task")
+    if not isinstance(task, Mapping):
+        raise _broken(server, f"answered {tool} with a task but no task object")
+    return _read_task(task, server=server, what=f"the task answering {tool}")
+
+
+def read_task_state(raw: Mapping[str, Any], task_id: str, *, server: str) -> TaskState:
+    """Check a ``tasks/get`` answer for ``task_id``."""
+    state = _read_task(raw, server=server, what=f"tasks/get for task {safe_repr(task_id)}")
+    if state.task_id != task_id:
+        raise _broken(
+            server,
+            f"answered tasks/get for task {safe_repr(task_id)} with task "
+            f"{safe_repr(state.task_id)}",
+        )
+    if state.status in ("completed", "failed") and "result" in raw:
+        try:
+            result = _RESULT.validate_python(raw["result"])
+        except pydantic.ValidationError as exc:
+            raise _broken(
+                server, f"sent a result for task {safe_repr(task_id)} that is not a tool result"
+            ) from exc
+        return TaskState(state.task_id, state.status, state.poll_seconds, state.message, result)
+    if state.status == "completed":
+        raise _broken(server, f"says task {safe_repr(task_id)} completed, but sent no result")
+    return state
+
+
+def _read_task(task: Mapping[str, Any], *, server: str, what: str) -> TaskState:
+    task_id = task.get("taskId")
+    if (
+        not isinstance(task_id, str)
+        or not task_id
+        or len(task_id) > MAX_TASK_ID_CHARS
+        or not task_id.isprintable()
+    ):
+        raise _broken(
+            server,
+            f"sent {what} with no usable task id (got {safe_repr(task_id)}: a task id is 1 to "
+            f"{MAX_TASK_ID_CHARS} printable characters)",
+        )
+    status = task.get("status")
+    if status not in _STATUSES:
+        raise _broken(
+            server,
+            f"sent {what} with status {safe_repr(status)}, not one of "
+            f"{', '.join(sorted(_STATUSES))}",
+        )
+    interval = task.get("pollIntervalMs")
+    if interval is not None and (
+        isinstance(interval, bool) or not isinstance(interval, int) or interval < 0
+    ):
+        raise _broken(server, f"sent {what} with pollIntervalMs {safe_repr(interval)}")
+    message = task.get("statusMessage")
+    return TaskState(
+        task_id=task_id,
+        status=str(status),
+        poll_seconds=None if interval is None else interval / 1000,
+        message=message if isinstance(message, str) else None,
+    )
+
+
+def _broken(server: str, text: str) -> ProtocolError:
+    return ProtocolError(f"MCP server {server!r} {text}")

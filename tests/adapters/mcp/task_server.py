@@ -1,0 +1,157 @@
+"""An MCP server that answers tool calls as tasks (the 2026-07-28 tasks extension), in process or
+as ``python -m tests.adapters.mcp.task_server PORT`` over streamable HTTP.
+
+``charge`` acts when it is called (one ledger line: the call and its idempotency key) and
+answers with a task that completes ``seconds`` later; ``tasks/get`` and ``tasks/cancel`` are
+ledger lines too, so a test can count what the server saw. A client that did not declare the
+extension gets the plain result. The hostile tools answer with broken tasks.
+Environment (as a process): LEDGER (a file), TASK_SECONDS, ANSWER_DELAY (seconds the server waits
+after acting and before answering with the task), POLL_MS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+from mcp.server.extension import Extension, MethodBinding
+from mcp.server.mcpserver import MCPServer
+
+TASKS = "io.modelcontextprotocol/tasks"
+KEY = "dev.bide/idempotency-key"
+
+
+class TaskParams(types.RequestParams):
+    task_id: str
+
+
+class Tasks(Extension):
+    identifier = TASKS
+
+    def __init__(
+        self,
+        ledger: Path | None,
+        *,
+        seconds: float,
+        answer_delay: float = 0.0,
+        poll_ms: int | None = 50,
+        fail: bool = False,
+    ) -> None:
+        self.ledger = ledger
+        self.seen: list[str] = []
+        self.seconds = seconds
+        self.answer_delay = answer_delay
+        self.poll_ms = poll_ms
+        self.fail = fail
+        self.tasks: dict[str, dict[str, Any]] = {}
+        self.hostile_get: dict[str, Any] | None = None
+
+    def note(self, line: str) -> None:
+        self.seen.append(line)
+        if self.ledger is not None:
+            with open(self.ledger, "a") as f:
+                f.write(line + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+
+    def count(self, word: str) -> int:
+        return sum(1 for line in self.seen if line.split()[0] == word)
+
+    def methods(self) -> list[MethodBinding]:
+        async def get(ctx: Any, params: TaskParams) -> dict[str, Any]:
+            self.note(f"get {params.task_id}")
+            if self.hostile_get is not None:
+                return self.hostile_get
+            task = self.tasks.get(params.task_id)
+            if task is None:
+                raise ValueError(f"no task {params.task_id}")
+            return self._reading(params.task_id, task)
+
+        async def cancel(ctx: Any, params: TaskParams) -> dict[str, Any]:
+            self.note(f"cancel {params.task_id}")
+            task = self.tasks[params.task_id]
+            if task["status"] == "working":
+                task["status"] = "cancelled"
+            return self._reading(params.task_id, task)
+
+        return [
+            MethodBinding("tasks/get", TaskParams, get),
+            MethodBinding("tasks/cancel", TaskParams, cancel),
+        ]
+
+    def _reading(self, task_id: str, task: dict[str, Any]) -> dict[str, Any]:
+        if task["status"] == "working" and time.monotonic() >= task["done_at"]:
+            task["status"] = "failed" if self.fail else "completed"
+        reading: dict[str, Any] = {"taskId": task_id, "status": task["status"]}
+        if self.poll_ms is not None:
+            reading["pollIntervalMs"] = self.poll_ms
+        if task["status"] == "completed":
+            reading["result"] = task["result"]
+        if task["status"] == "failed":
+            reading["statusMessage"] = "the card was declined"
+        return reading
+
+    async def intercept_tool_call(self, params: Any, ctx: Any, call_next: Any) -> Any:
+        meta = dict(ctx.meta or {})
+        capabilities = meta.get(types.CLIENT_CAPABILITIES_META_KEY) or {}
+        if TASKS not in (capabilities.get("extensions") or {}):
+            self.note(f"call-plain {params.name}")
+            return await call_next(ctx)
+        if params.name == "no_id":
+            return {"resultType": "task", "task": {"status": "working"}}
+        if params.name == "odd_status":
+            return {"resultType": "task", "task": {"taskId": "t-1", "status": "sleeping"}}
+        key = (params.meta or {}).get(KEY) if params.meta is not None else None
+        key = key or meta.get(KEY)
+        self.note(f"call {params.name} {key}")
+        result = await call_next(ctx)
+        task_id = uuid.uuid4().hex
+        self.tasks[task_id] = {
+            "status": "working",
+            "done_at": time.monotonic() + self.seconds,
+            "result": result.model_dump(by_alias=True, mode="json", exclude_none=True),
+        }
+        if self.answer_delay:
+            await asyncio.sleep(self.answer_delay)
+        task: dict[str, Any] = {"taskId": task_id, "status": "working"}
+        if self.poll_ms is not None:
+            task["pollIntervalMs"] = self.poll_ms
+        return {"resultType": "task", "task": task}
+
+
+def task_server(tasks: Tasks) -> MCPServer:
+    server = MCPServer("tasks", extensions=[tasks])
+
+    @server.tool()
+    def charge(amount: int) -> str:
+        """Charge a card (a side effect, answered as a task)."""
+        return json.dumps({"charged": amount})
+
+    @server.tool()
+    def no_id() -> str:
+        """Answer with a task that has no id."""
+        return "unreachable"
+
+    @server.tool()
+    def odd_status() -> str:
+        """Answer with a task whose status is not one of the five."""
+        return "unreachable"
+
+    return server
+
+
+if __name__ == "__main__":
+    extension = Tasks(
+        Path(os.environ["LEDGER"]),
+        seconds=float(os.environ.get("TASK_SECONDS", "0.3")),
+        answer_delay=float(os.environ.get("ANSWER_DELAY", "0")),
+        poll_ms=int(os.environ.get("POLL_MS", "50")),
+    )
+    task_server(extension).run("streamable-http", host="127.0.0.1", port=int(sys.argv[1]))
