@@ -2,7 +2,7 @@
 
 The call level (``runtime.calls``, ``runtime.asking``, ``runtime.handles``) speaks only this
 narrow handle: the run's identity, the agent's tools, the lease, and the one way to append.
-``agent._Drive`` implements it.
+``loop.RunDrive`` implements it.
 """
 
 from __future__ import annotations

@@ -25,11 +25,12 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, Self
 
 from runtime import records as R
-from runtime.agent import Agent, _Drive
+from runtime.agent import Agent
 from runtime.errors import BideError, ConfigError, CorruptJournal, RunBusy, StorageError
 from runtime.journal.journal import Journal
 from runtime.journal.protocol import Wakeups
 from runtime.logs import get_logger
+from runtime.loop import RunDrive
 from runtime.ownership import Holding, Owner, this_host
 from runtime.reconcile import next_try_ms, settle_run
 from runtime.result import RunResult
@@ -222,7 +223,7 @@ class Worker:
         started = time.monotonic()
         try:
             async with self._agent_for(run_id) as agent:
-                result = await _Drive(
+                result = await RunDrive(
                     agent, self.journal, run_id, holding=holding, yielding=self._yield
                 ).go(None, None)
             self._report(run_id, result, time.monotonic() - started)
