@@ -30,7 +30,6 @@ import structlog
 from bench.anchors import Anchors, RawSampler, bracket, header, measure, spread
 from runtime import Agent, AssistantTurn, Journal, Safety, ToolCall, ToolContext, tool
 from runtime import agent as runtime_agent
-from runtime.journal import SQLiteStore
 from runtime.journal.codec import encode
 from runtime.messages import Message, UserMessage
 from runtime.ownership import Holding, Lease
@@ -228,8 +227,31 @@ def rss_kb() -> tuple[int, int]:
     return values["VmRSS"], values["VmHWM"]
 
 
+def b2_target(where: str, runs: int) -> str:
+    """The journal of a B2 sample: a file in the directory ``where``, or ``where`` itself when it
+    is a PostgreSQL URL (``bench/postgres.py`` gives each sample a fresh database)."""
+    if where.startswith(("postgresql://", "postgresql+asyncpg://")):
+        return where
+    return os.path.join(where, f"b2-{runs}.db")
+
+
+async def count_records(target: str) -> int:
+    if not target.startswith("postgresql"):
+        with sqlite3.connect(target) as conn:
+            return int(conn.execute("SELECT count(*) FROM bide_records").fetchone()[0])
+    import asyncpg
+
+    conn = await asyncpg.connect(target.replace("postgresql+asyncpg://", "postgresql://"))
+    try:
+        return int(await conn.fetchval("SELECT count(*) FROM bide_records"))
+    finally:
+        await conn.close()
+
+
 async def b2_child(mode: str, runs: int, seed: int, tmp: str) -> dict[str, Any]:
-    """One B2 sample, in a fresh process so that its peak RSS is its own."""
+    """One B2 sample, in a fresh process so that its peak RSS is its own. ``tmp`` is a scratch
+    directory for a SQLite journal, or a PostgreSQL URL."""
+    target = b2_target(tmp, runs)
     base_rss, _ = rss_kb()
     delays = b2_delays(runs, seed)
     inputs = [f"run-{i}" for i in range(runs)]
@@ -245,8 +267,8 @@ async def b2_child(mode: str, runs: int, seed: int, tmp: str) -> dict[str, Any]:
 
     elif mode == "store":
         # The same seven records per run through the Store alone: the journal without the loop.
-        store = await SQLiteStore.open(os.path.join(tmp, f"b2-{runs}.db"))
-        journal = await Journal(store=store).open()
+        journal = await Journal(target).open()
+        store = journal.store
         turn1 = {"n": 1, "turn": FIRST.to_json(), "plan": {"c1": {"safety": "side_effect"}}}
         marker = {"call_id": "c1", "attempt": 1, "tool": "act", "safety": "side_effect"}
         turn2 = {"n": 2, "turn": FINAL.to_json(), "plan": {}}
@@ -273,7 +295,7 @@ async def b2_child(mode: str, runs: int, seed: int, tmp: str) -> dict[str, Any]:
         if mode == "memory":
             journal = await Journal(store=MemoryStore(check=False)).open()
         else:
-            journal = await Journal(os.path.join(tmp, f"b2-{runs}.db")).open()
+            journal = await Journal(target).open()
 
         async def one(i: int) -> None:
             assert journal is not None
@@ -303,10 +325,8 @@ async def b2_child(mode: str, runs: int, seed: int, tmp: str) -> dict[str, Any]:
     commits = 0
     if journal is not None and mode != "memory":
         commits = journal.store.commits - commits_before
-        path = journal.path
         await journal.close()
-        with sqlite3.connect(path) as conn:
-            records = conn.execute("SELECT count(*) FROM bide_records").fetchone()[0]
+        records = await count_records(target)
     latencies = [d - t0 for d in done if d]
     return {
         "wall": wall,

@@ -1,34 +1,30 @@
 """One tool call, from its plan to a typed outcome: recorded, halted, waiting or cancelled.
 
-The call-level rules of ``docs/guarantee.md`` (the gate, the attempt marker, the invocation, the
-retry of a retry-safe call, the result that must not be lost, the halt and its reconciler) live
-here and nowhere else. A call sees its drive only through ``Drive``: the run's identity, the
-agent's tools, the lease, and the one way to append.
+The call-level rules of ``docs/guarantee.md`` (the attempt marker, the invocation, the retry of a
+retry-safe call, the result that must not be lost, the halt) live here and nowhere else, with
+those of the gate and the questions in ``runtime.asking``, of handles in ``runtime.handles`` and
+of the reconciler a halt consults in ``runtime.reconcile``. A call sees its drive only through
+``runtime.drive.Drive``: the run's identity, the agent's tools, the lease, the one way to append.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Awaitable, Mapping
+from typing import Any
 
-import pydantic
-
-from runtime import faults, tracing
+from runtime import asking, faults, reconcile, tracing
 from runtime import records as R
-from runtime.approval import ApprovalPolicy, tally
-from runtime.errors import ConfigError, StorageError, ToolError, ToolOutcomeUnknown
+from runtime.asking import Denied, policies
+from runtime.drive import CANCELLED, RECORDED, Drive, Misuse, Outcome, Recorded, RunEnded
+from runtime.errors import StorageError, ToolError, ToolOutcomeUnknown
+from runtime.handles import cancel_handles, handle_recorder
 from runtime.journal.codec import unstorable
-from runtime.journal.resolution import Resolution, resolution_payload
 from runtime.logs import get_logger
-from runtime.ownership import Holding
-from runtime.reconcile import Verdict, consult, reconciler_of, try_key
 from runtime.records import Appended
 from runtime.redact import clean
 from runtime.result import Halt, Waiting
-from runtime.retry import RetryPolicy
 from runtime.state import CallState
 from runtime.tools import (
     Interrupted,
@@ -36,98 +32,13 @@ from runtime.tools import (
     Tool,
     ToolContext,
     enforces_timeout,
-    handle_canceller,
     idempotency_key_for,
     resumer,
 )
 
-__all__ = [
-    "CANCELLED",
-    "RECORDED",
-    "RESULT_COMMIT_RETRY",
-    "Calls",
-    "Cancelled",
-    "Drive",
-    "Misuse",
-    "Outcome",
-    "Recorded",
-    "RunEnded",
-]
+__all__ = ["RESULT_COMMIT_RETRY", "Calls"]
 
 log = get_logger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class Recorded:
-    """The call's outcome is in the journal: a result, an error result, or a resolution."""
-
-
-@dataclass(frozen=True, slots=True)
-class Cancelled:
-    """A cancel request was seen before the call started: it never ran."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Proceed:
-    """A gate let the call through."""
-
-
-RECORDED = Recorded()
-CANCELLED = Cancelled()
-PROCEED = _Proceed()
-
-Outcome = Recorded | Halt | Waiting | Cancelled
-"""What one call came to. A halt and a wait stop the run; the others let it go on."""
-
-
-class RunEnded(Exception):
-    """An append was refused because the run has an end record (another driver ended it)."""
-
-
-class Misuse(BaseException):
-    """A tool broke a rule of the drive (a SIDE_EFFECT called ``interrupt()``): its ConfigError
-    stops the drive. A BaseException, so that a tool's ``except Exception`` cannot swallow it."""
-
-    def __init__(self, error: ConfigError):
-        super().__init__(str(error))
-        self.error = error
-
-
-class AgentTools(Protocol):
-    """What a call needs of its agent."""
-
-    @property
-    def tools(self) -> Mapping[str, Tool]: ...
-
-    @property
-    def tool_retry(self) -> RetryPolicy: ...
-
-    def validate_arguments(self, tool: str, arguments: Any) -> str | None: ...
-
-
-class Drive(Protocol):
-    """What a call sees of the drive it runs in."""
-
-    run_id: str
-    key_scheme: int
-    holding: Holding
-    executed: int
-    """How many tool invocations this drive made (a call adds its own)."""
-
-    @property
-    def agent(self) -> AgentTools: ...
-
-    def cancelled(self) -> bool: ...
-
-    async def append(
-        self,
-        key: str,
-        kind: str,
-        payload: Any,
-        *,
-        unless: str | None = None,
-        after_end: bool = False,
-    ) -> Appended: ...
 
 
 class Calls:
@@ -160,7 +71,7 @@ class Calls:
             if recorded is not None:
                 cause += f" (when it halted: {recorded})"
             # The attempt was another drive's (this one took the lease over): it is over.
-            verdict = await self._reconcile(cs, owner_gone=True)
+            verdict = await reconcile.in_drive(self.drive, cs, owner_gone=True)
             if verdict is not None and verdict.outcome is not None:
                 return RECORDED  # settled: the next step sees its result, or its next attempt
             if verdict is not None:
@@ -185,9 +96,12 @@ class Calls:
         # What the turn journaled binds the call: a build whose tool lost its gate or became
         # less strict never weakens it (a stricter build may tighten it).
         safety = _stricter(tool.spec.safety, cs.plan.get("safety"))
-        for policy in _policies(cs.plan, tool):
-            gate = await self._gate(cs, k, safety, policy)
-            if not isinstance(gate, _Proceed):
+        for policy in policies(cs.plan, tool):
+            gate = await asking.gate(self.drive, cs, policy)
+            if isinstance(gate, Denied):
+                error = ("approval_denied", gate.reason)
+                return await self._record(cs, k, safety, error=error)
+            if isinstance(gate, Waiting):
                 return gate
         if self.drive.cancelled():
             return CANCELLED
@@ -203,6 +117,10 @@ class Calls:
         except Misuse as misuse:
             raise misuse.error from None
 
+    async def cancel_handles(self, pending: list[CallState]) -> None:
+        """The run is being cancelled: ask each open handle's tool to stop its effect."""
+        await cancel_handles(self.drive, pending, self._context)
+
     def _context(self, cs: CallState, k: int, safety: Safety) -> ToolContext:
         call = cs.call
         return ToolContext(
@@ -213,144 +131,9 @@ class Calls:
             idempotency_key=idempotency_key_for(
                 self.drive.run_id, call.id, scheme=self.drive.key_scheme
             ),
-            interrupt=self._interrupter(cs, safety),
-            record_handle=self._handle_recorder(cs, k, safety),
+            interrupt=asking.interrupter(self.drive, cs, safety),
+            record_handle=handle_recorder(self.drive, cs, k, safety),
         )
-
-    def _handle_recorder(
-        self, cs: CallState, k: int, safety: Safety
-    ) -> Callable[..., Awaitable[bool]]:
-        call = cs.call
-
-        async def record_handle(value: Any, *, in_flight: bool = False) -> bool:
-            if safety is not Safety.SIDE_EFFECT:
-                return False  # a retry-safe call runs again after a crash: no handle needed
-            problem = unstorable(value, name="handle")
-            if problem is not None:
-                raise Misuse(
-                    ConfigError(
-                        f"tool {call.name} journaled a handle that cannot be stored: {problem}",
-                        run_id=self.drive.run_id,
-                        call_id=call.id,
-                    )
-                )
-            n = max(cs.handles.get(k, {}), default=0) + 1
-            handle = R.Handle(
-                call_id=call.id, attempt=k, n=n, tool=call.name, value=value, in_flight=in_flight
-            )
-            # Evidence of what the effect did, so kept whatever happened to the run meanwhile.
-            appended = await self.drive.append(
-                R.handle_key(call.id, k, n), R.HANDLE, handle.to_payload(), after_end=True
-            )
-            if not appended.won:
-                # Another writer journaled this step: nothing more may leave from here.
-                raise ToolOutcomeUnknown(
-                    f"{call.name}: step {n} of attempt {k} was journaled by another driver",
-                    run_id=self.drive.run_id,
-                    call_id=call.id,
-                )
-            log.info(
-                "tool_handle_recorded",
-                call_id=call.id,
-                tool=call.name,
-                attempt=k,
-                step=n,
-                in_flight=in_flight,
-            )
-            return True
-
-        return record_handle
-
-    async def _gate(
-        self, cs: CallState, k: int, safety: Safety, policy: ApprovalPolicy
-    ) -> _Proceed | Recorded | Waiting:
-        """Pause a gated call until its policy is decided; record a denial as its result."""
-        call = cs.call
-        recorded = cs.tallies.get(policy.digest)
-        replayed = recorded is not None
-        if recorded is None:
-            count = tally(
-                policy,
-                cs.decisions_made(),
-                run_id=self.drive.run_id,
-                call_id=call.id,
-                tool=call.name,
-                arguments=call.arguments,
-            )
-            if count.outcome == "pending":
-                log.info("run_waiting", call_id=call.id, tool=call.name, kind="approval")
-                return Waiting(
-                    kind="approval",
-                    call_id=call.id,
-                    tool=call.name,
-                    arguments=call.arguments,
-                    policy=policy.to_json(),
-                    tally=count.to_json(),
-                )
-            # The terminal tally is journaled before the tool runs; a resume reuses it.
-            appended = await self.drive.append(
-                R.tally_key(call.id, policy.digest),
-                R.TALLY,
-                {"call_id": call.id, "policy": policy.digest, "tally": count.to_json()},
-            )
-            assert appended.record is not None
-            recorded = appended.record
-            log.info("approval_decided", call_id=call.id, outcome=count.outcome)
-        outcome = recorded.payload["tally"]
-        tracing.approval_decided(str(outcome["outcome"]), replayed=replayed)
-        if outcome["outcome"] == "denied":
-            who = ", ".join(outcome.get("denials") or ()) or "the approvers"
-            await self._record(
-                cs, k, safety, error=("approval_denied", f"{call.name} was not approved ({who})")
-            )
-            return RECORDED
-        return PROCEED
-
-    def _interrupter(self, cs: CallState, safety: Safety) -> Callable[..., Awaitable[Any]]:
-        call = cs.call
-
-        async def interrupt(
-            key: str, prompt: str, *, expect: Any = str, schema: Mapping[str, Any] | None = None
-        ) -> Any:
-            if safety is Safety.SIDE_EFFECT and not cs.resumable:
-                # A side effect that journaled a handle is continued, never re-run, once
-                # answered: only then may it ask.
-                raise Misuse(
-                    ConfigError(
-                        f"tool {call.name} is a SIDE_EFFECT and called interrupt(): only READ_ONLY"
-                        " and IDEMPOTENT tools may, since the tool runs again once answered",
-                        run_id=self.drive.run_id,
-                        call_id=call.id,
-                    )
-                )
-            if not isinstance(key, str) or not key or len(key) > 128:
-                raise Misuse(ConfigError(f"interrupt key must be 1 to 128 characters: {key!r}"))
-            adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(expect)
-            answer = cs.answers.get(key)
-            if answer is not None:
-                try:
-                    return adapter.validate_python(answer.payload["value"])
-                except pydantic.ValidationError as exc:
-                    raise ToolError(f"the answer to {key!r} does not fit: {exc}") from exc
-            wanted = dict(schema) if schema is not None else adapter.json_schema()
-            await self.drive.append(
-                R.interrupt_key(call.id, key),
-                R.INTERRUPT,
-                {"call_id": call.id, "key": key, "prompt": prompt, "schema": wanted},
-            )
-            raise Interrupted(
-                Waiting(
-                    kind="input",
-                    call_id=call.id,
-                    tool=call.name,
-                    arguments=call.arguments,
-                    prompt=prompt,
-                    key=key,
-                    schema=wanted,
-                )
-            )
-
-        return interrupt
 
     async def _side_effect(
         self, cs: CallState, k: int, tool: Tool, context: ToolContext
@@ -398,32 +181,6 @@ class Calls:
         return await self._settle(
             cs, k, tool, context, self._bounded(tool, resume(handle.value, call.arguments, context))
         )
-
-    async def cancel_handles(self, pending: list[CallState]) -> None:
-        """The run is being cancelled: ask each tool with a journaled handle and no result to
-        stop its effect (an MCP tool sends ``tasks/cancel``). Best effort and journaled by
-        nothing: a cancel does not prove the work never ran, so the call stays unresolved."""
-        for cs in pending:
-            handle = cs.handle if cs.result is None else None
-            tool = self.drive.agent.tools.get(cs.call.name)
-            cancel = handle_canceller(tool) if handle is not None and tool is not None else None
-            if handle is None or tool is None or cancel is None:
-                continue
-            context = self._context(cs, cs.attempt, Safety.SIDE_EFFECT)
-            try:
-                async with asyncio.timeout(tool.spec.timeout or HANDLE_CANCEL_TIMEOUT):
-                    await cancel(handle.value, context)
-            except Exception as exc:
-                log.warning(
-                    "tool_cancel_failed", call_id=cs.call.id, tool=cs.call.name, error=repr(exc)
-                )
-                continue
-            log.warning(
-                "tool_cancel_requested",
-                call_id=cs.call.id,
-                tool=cs.call.name,
-                note="a cancel does not prove the work never ran; the call stays unresolved",
-            )
 
     async def _settle(
         self, cs: CallState, k: int, tool: Tool, context: ToolContext, running: Awaitable[Any]
@@ -575,38 +332,6 @@ class Calls:
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _reconcile(self, cs: CallState, *, owner_gone: bool) -> Verdict | None:
-        """Ask the tool's reconciler about the halted attempt; journal what it concluded (a
-        resolution, first-wins) or the inconclusive try. None if the tool has no reconciler."""
-        tool = self.drive.agent.tools.get(cs.call.name)
-        if tool is None or reconciler_of(tool) is None:
-            return None
-        verdict = await consult(
-            tool, cs, self.drive.run_id, key_scheme=self.drive.key_scheme, owner_gone=owner_gone
-        )
-        if verdict is None:
-            return None
-        if verdict.outcome is None:
-            await self.drive.append(try_key(cs), R.RECONCILE, verdict.to_json(cs), after_end=True)
-            log.info("reconcile_tried", call_id=cs.call.id, said=verdict.brief())
-            return verdict
-        resolution = (
-            Resolution.succeeded(verdict.value)
-            if verdict.outcome == "value"
-            else Resolution.not_executed()
-        )
-        payload = resolution_payload(cs, resolution, by=verdict.by, evidence=verdict.detail)
-        payload["resolved"]["reconciler"] = verdict.reconciler
-        appended = await self.drive.append(R.result_key(cs.call.id, cs.attempt), R.RESULT, payload)
-        log.info(
-            "call_reconciled",
-            call_id=cs.call.id,
-            said=verdict.said,
-            reconciler=verdict.reconciler,
-            won=appended.won,
-        )
-        return verdict
-
     async def _halted(self, cs: CallState, k: int, exc: BaseException, cause: str) -> Outcome:
         """Halt on this drive's own attempt, journaling the cause for every later view; then
         let the tool's reconciler look the effect up (it may find it: the call is settled)."""
@@ -623,7 +348,7 @@ class Calls:
             after_end=True,  # evidence of an unknown effect is kept whatever happened meanwhile
         )
         # This drive owns the attempt and is alive: only *found* can settle it now.
-        verdict = await self._reconcile(cs, owner_gone=False)
+        verdict = await reconcile.in_drive(self.drive, cs, owner_gone=False)
         if verdict is None:
             return halt
         if verdict.outcome is not None:
@@ -644,9 +369,6 @@ class Calls:
         return halt
 
 
-HANDLE_CANCEL_TIMEOUT = 30.0
-"""Seconds a tool without a timeout of its own gets to ask for a handle's effect to stop."""
-
 RESULT_COMMIT_RETRY = (0.1, 0.5, 1.0, 2.0, 4.0)
 """Seconds between tries of a result's commit while the database stays locked (each try also
 waits for the journal's busy timeout)."""
@@ -663,19 +385,6 @@ def _stricter(current: Safety, recorded: object) -> Safety:
     except ValueError:
         journaled = Safety.SIDE_EFFECT  # unreadable: assume the worst
     return journaled if _STRICTNESS[journaled] > _STRICTNESS[current] else current
-
-
-def _policies(plan: Mapping[str, Any], tool: Tool) -> list[ApprovalPolicy]:
-    """Every gate a call must pass: the one journaled with its turn (a build that dropped or
-    loosened the gate never removes it), and the tool's own if it differs (a new gate binds)."""
-    gates = []
-    recorded = plan.get("approval")
-    if recorded:
-        gates.append(ApprovalPolicy.from_json(recorded))
-    current = tool.spec.approval
-    if isinstance(current, ApprovalPolicy) and all(g.digest != current.digest for g in gates):
-        gates.append(current)
-    return gates
 
 
 def _tool_error(exc: ToolError) -> tuple[str, str, Any]:

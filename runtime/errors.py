@@ -23,7 +23,7 @@ Control signals, not errors (``BaseException``, like ``CancelledError``, so that
 ``except Exception`` cannot swallow them; a tool lets them propagate):
 
     Interrupted (runtime.tools)      a tool asked a person for input: the run pauses ``waiting``
-    Misuse (runtime.calls)           a tool broke a rule of the drive (a SIDE_EFFECT called
+    Misuse (runtime.drive)           a tool broke a rule of the drive (a SIDE_EFFECT called
                                      ``interrupt()``): its ConfigError stops the drive
 
 Every error carries an optional ``run_id`` and ``call_id`` so that a caller can tell which run and

@@ -28,9 +28,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from runtime import records as R
+from runtime.drive import Drive
 from runtime.errors import ConflictError, RunBusy
 from runtime.journal.journal import Journal
-from runtime.journal.resolution import Resolution
+from runtime.journal.resolution import Resolution, resolution_payload
 from runtime.logs import get_logger
 from runtime.ownership import is_alive
 from runtime.redact import clean
@@ -47,6 +48,7 @@ __all__ = [
     "Verdict",
     "consult",
     "due_ms",
+    "in_drive",
     "settle_run",
 ]
 
@@ -244,6 +246,40 @@ def try_key(call: CallState) -> str:
     return R.reconcile_key(
         call.call.id, call.attempt, len(call.reconciles.get(call.attempt, ())) + 1
     )
+
+
+async def in_drive(drive: Drive, cs: CallState, *, owner_gone: bool) -> Verdict | None:
+    """Inside a drive: ask the tool's reconciler about the halted attempt; journal what it
+    concluded (a resolution, first-wins) or the inconclusive try, through the drive's append
+    (under its lease). None if the tool has no reconciler."""
+    tool = drive.agent.tools.get(cs.call.name)
+    if tool is None or reconciler_of(tool) is None:
+        return None
+    verdict = await consult(
+        tool, cs, drive.run_id, key_scheme=drive.key_scheme, owner_gone=owner_gone
+    )
+    if verdict is None:
+        return None
+    if verdict.outcome is None:
+        await drive.append(try_key(cs), R.RECONCILE, verdict.to_json(cs), after_end=True)
+        log.info("reconcile_tried", call_id=cs.call.id, said=verdict.brief())
+        return verdict
+    resolution = (
+        Resolution.succeeded(verdict.value)
+        if verdict.outcome == "value"
+        else Resolution.not_executed()
+    )
+    payload = resolution_payload(cs, resolution, by=verdict.by, evidence=verdict.detail)
+    payload["resolved"]["reconciler"] = verdict.reconciler
+    appended = await drive.append(R.result_key(cs.call.id, cs.attempt), R.RESULT, payload)
+    log.info(
+        "call_reconciled",
+        call_id=cs.call.id,
+        said=verdict.said,
+        reconciler=verdict.reconciler,
+        won=appended.won,
+    )
+    return verdict
 
 
 async def settle_run(

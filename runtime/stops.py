@@ -113,10 +113,15 @@ def halted_on(state: RunState, driving: Lease | None = None) -> tuple[Stop, ...]
     """The calls whose side effect was attempted and has no result: each may have acted.
 
     Whatever the run's status: a cancelled or ended run keeps its unresolved calls here until
-    a resolution says what they did. A call in flight under ``driving`` is not halted.
+    a resolution says what they did. A call in flight under ``driving`` is not halted, nor, in a
+    run that goes on, one whose latest step journaled a handle (``CallState.resumable``).
     """
     running = {c.call.id for c in state.in_flight(driving)}
-    return _attempted(state, "halted", lambda c: c.call.id not in running)
+    live = state.end is None and state.cancel is None
+    # A call that journaled a handle to its effect is continued by the next drive, not halted.
+    return _attempted(
+        state, "halted", lambda c: c.call.id not in running and not (live and c.resumable)
+    )
 
 
 def in_flight_on(state: RunState, driving: Lease | None) -> tuple[Stop, ...]:

@@ -10,7 +10,9 @@ declare reconcilers are reconciled with backoff (``runtime.reconcile``); one tha
 ready, and is claimed. Claiming a run is acquiring its
 lease, so N workers on one journal never drive one run at once. ``stop()`` stops claiming, lets
 each drive reach its next record boundary within ``grace`` seconds, then cancels what is left;
-every lease is released on the way out.
+every lease is released on the way out. On a store that can say when runs become ready
+(``Wakeups``: PostgreSQL's ``LISTEN/NOTIFY``) the worker claims them as soon as it hears, and
+polls all the same.
 """
 
 from __future__ import annotations
@@ -23,10 +25,12 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, Self
 
 from runtime import records as R
-from runtime.agent import Agent, _Drive
+from runtime.agent import Agent
 from runtime.errors import BideError, ConfigError, CorruptJournal, RunBusy, StorageError
 from runtime.journal.journal import Journal
+from runtime.journal.protocol import Wakeups
 from runtime.logs import get_logger
+from runtime.loop import RunDrive
 from runtime.ownership import Holding, Owner, this_host
 from runtime.reconcile import due_ms, next_try_ms, settle_run
 from runtime.result import RunResult
@@ -52,7 +56,8 @@ class Worker:
     spec the run journaled when it started (the CLI passes its spec loader). A run whose agent
     cannot be built, or whose drive fails with an error, is reported once and left alone by
     this worker. ``poll`` is how often the journal is asked for runs to claim when nothing
-    woke the worker sooner.
+    woke the worker sooner: a drive of its own ending, a reconciler settling a halt, or, on a
+    store that has ``wakeups()`` (PostgreSQL), any process making a run ready.
     """
 
     def __init__(
@@ -122,8 +127,14 @@ class Worker:
         """Claim and drive runs until ``stop()``; then drain, and return."""
         log.info("worker_started", worker=self.name, concurrency=self.concurrency)
         busy_at = time.monotonic()
+        store = self.journal.store
+        listener = None
+        if isinstance(store, Wakeups):
+            listener = asyncio.create_task(self._listen(store), name=f"bide-wake:{self.name}")
         try:
             while not self._stopping.is_set():
+                # Cleared before the pass, not after: a wake-up heard during it means look again.
+                self._wake.clear()
                 free = self.concurrency - len(self._active)
                 if free > 0:
                     try:
@@ -144,13 +155,36 @@ class Worker:
                 elif self.idle_exit is not None and time.monotonic() - busy_at >= self.idle_exit:
                     log.info("worker_idle", worker=self.name, seconds=self.idle_exit)
                     break
-                self._wake.clear()
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(self.poll):
                         await self._wake.wait()
         finally:
+            if listener is not None:
+                listener.cancel()
+                await asyncio.gather(listener, return_exceptions=True)
             await self._drain()
             log.info("worker_stopped", worker=self.name, claimed=self.claimed)
+
+    async def _listen(self, store: Wakeups) -> None:
+        """Wake the claim pass whenever the store says a run became ready. The store's own
+        iterator outlives lost connections; should it fail or end anyway, that is logged and
+        it is started again, and polling goes on meanwhile."""
+        while True:
+            wakes = store.wakeups()
+            try:
+                async for run_id in wakes:
+                    if run_id is not None:
+                        log.debug("worker_woken", worker=self.name, run_id=run_id)
+                    self._wake.set()
+                log.warning("worker_wakeups_ended", worker=self.name, polling=self.poll)
+            except Exception as exc:  # a bug in the store: never a silent death
+                log.error("worker_wakeups_failed", worker=self.name, error=repr(exc))
+            finally:
+                aclose = getattr(wakes, "aclose", None)
+                if aclose is not None:
+                    with contextlib.suppress(Exception):
+                        await aclose()
+            await asyncio.sleep(self.poll)
 
     async def _claim(self, free: int) -> None:
         store = self.journal.store
@@ -189,7 +223,7 @@ class Worker:
         started = time.monotonic()
         try:
             async with self._agent_for(run_id) as agent:
-                result = await _Drive(
+                result = await RunDrive(
                     agent, self.journal, run_id, holding=holding, yielding=self._yield
                 ).go(None, None)
             self._report(run_id, result, time.monotonic() - started)

@@ -144,10 +144,18 @@ async def stdio_transport(
 
     try:
         async with anyio.create_task_group() as tg:
+            stdout_done = anyio.Event()
             tg.start_soon(
-                _pump_stdout, process.stdout, to_session, name, max_line_bytes, on_failure, exited
+                _pump_stdout,
+                process.stdout,
+                to_session,
+                name,
+                max_line_bytes,
+                on_failure,
+                exited,
+                stdout_done,
             )
-            tg.start_soon(_pump_stdin, process.stdin, from_session, to_session)
+            tg.start_soon(_pump_stdin, process.stdin, from_session, to_session, stdout_done)
             tg.start_soon(_pump_stderr, process.stderr, name, tail)
             try:
                 yield read, write
@@ -168,19 +176,23 @@ async def _pump_stdout(
     limit: int,
     on_failure: Callable[[ProtocolError], None],
     exited: Callable[[], Awaitable[None]],
+    done: anyio.Event,
 ) -> None:
-    async with to_session, contextlib.aclosing(_lines(stdout, name, limit)) as lines:
-        try:
-            async for line in lines:
-                message = _parse(line, name)
-                try:
-                    await to_session.send(message)
-                except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                    return  # the session is gone
-        except ProtocolError as failure:
-            on_failure(failure)
-            return
-        await exited()
+    try:
+        async with to_session, contextlib.aclosing(_lines(stdout, name, limit)) as lines:
+            try:
+                async for line in lines:
+                    message = _parse(line, name)
+                    try:
+                        await to_session.send(message)
+                    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                        return  # the session is gone
+            except ProtocolError as failure:
+                on_failure(failure)
+                return
+            await exited()
+    finally:
+        done.set()
 
 
 async def _lines(stream: asyncio.StreamReader, name: str, limit: int) -> AsyncGenerator[bytes]:
@@ -223,6 +235,7 @@ async def _pump_stdin(
     stdin: asyncio.StreamWriter,
     from_session: MemoryObjectReceiveStream[SessionMessage],
     to_session: MemoryObjectSendStream[SessionMessage | Exception],
+    stdout_done: anyio.Event,
 ) -> None:
     try:
         async with from_session:
@@ -231,7 +244,11 @@ async def _pump_stdin(
                 stdin.write(data.encode() + b"\n")
                 await stdin.drain()
     except (ConnectionError, OSError, anyio.ClosedResourceError, anyio.BrokenResourceError):
-        # The server stopped reading: end the session's read side so no call waits for ever.
+        # The server stopped reading. If it exited, its stdout pump is about to say so (with its
+        # status and last stderr): let it, then end the session's read side, within a bound, so
+        # that no call waits for ever.
+        with anyio.move_on_after(_EXIT_GRACE + 1):
+            await stdout_done.wait()
         await to_session.aclose()
 
 

@@ -25,6 +25,7 @@ from runtime._demo import payments
 from runtime.cli.base import EXIT_USAGE, Command, Failure, Invocation
 from runtime.journal import Journal
 from runtime.journal.migrate import sqlite_path
+from runtime.journal.postgres import display, is_postgres_url
 from runtime.timeline import render, timeline
 
 __all__ = ["COMMANDS"]
@@ -43,9 +44,11 @@ class _Child:
 
 
 class _Demo:
-    def __init__(self, inv: Invocation, db: Path, ledger: Path):
+    def __init__(self, inv: Invocation, db: Path | str, ledger: Path):
         self.inv = inv
         self.db = db
+        self.shown_db = display(db) if isinstance(db, str) else str(db)
+        """The journal as printed: a PostgreSQL URL without its password."""
         self.ledger_path = ledger
         self.run_id = f"demo-{uuid.uuid4().hex[:6]}"
         self.ledger = payments.PaymentsLedger(str(ledger))
@@ -56,7 +59,12 @@ class _Demo:
     async def cli(self, *words: str, crash: str | None = None) -> _Child:
         """Run ``python -m runtime WORDS --db DB`` as the operator would; show it and its lines."""
         args = [words[0], "--db", str(self.db), *words[1:]]
-        shown = " ".join([self.inv.prog, *(shlex.quote(w) for w in args)])
+        shown = " ".join(
+            [
+                self.inv.prog,
+                *(shlex.quote(w) for w in [words[0], "--db", self.shown_db, *words[1:]]),
+            ]
+        )
         self.say(f"   $ {f'BIDE_CRASH={crash} ' if crash else ''}{shown}")
         env = dict(os.environ)
         env.pop("BIDE_CRASH", None)
@@ -101,7 +109,7 @@ class _Demo:
         say = self.say
         say("bide demo: an agent charges a card, and its process is killed right after the charge.")
         say()
-        say(f"  journal  {self.db}")
+        say(f"  journal  {self.shown_db}")
         say(f"  ledger   {self.ledger_path}  (the payments provider of the demo's agent)")
         say()
         say("1. Run the payments agent. BIDE_CRASH arms a crash point: the process SIGKILLs")
@@ -155,12 +163,18 @@ def _demo_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         default=argparse.SUPPRESS,
         help="keep the demo's journal at PATH and its payments ledger beside it (both must not "
-        "exist yet); default: a temporary directory, removed afterwards. Never $BIDE_DB.",
+        "exist yet), or run it on a PostgreSQL database, postgresql://user@host/db (its ledger "
+        "in a temporary directory); default: a temporary directory, removed afterwards. Never "
+        "$BIDE_DB.",
     )
 
 
 async def _demo(inv: Invocation) -> int:
     given = getattr(inv.args, "db", None)  # never $BIDE_DB: the demo must not touch real runs
+    if given and is_postgres_url(given):
+        # A run of its own (a fresh id) in that database; the ledger is the demo's alone.
+        with tempfile.TemporaryDirectory(prefix="bide-demo-") as tmp:
+            return await _Demo(inv, given, Path(tmp) / "payments-ledger.db").go()
     if given:
         db = Path(sqlite_path(given))
         ledger = db.with_name(f"{db.stem}-payments-ledger.db")

@@ -7,7 +7,7 @@ and for users' tests). Give a Journal any store with ``Journal(store=...)``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -17,7 +17,16 @@ from runtime.journal.schema import INDEX_COLUMNS
 from runtime.ownership import Lease, Owner
 from runtime.records import Appended, Record
 
-__all__ = ["RunPage", "RunRow", "Store", "check_run_id", "index_fields", "parse_cursor", "ttl_ms"]
+__all__ = [
+    "RunPage",
+    "RunRow",
+    "Store",
+    "Wakeups",
+    "check_run_id",
+    "index_fields",
+    "parse_cursor",
+    "ttl_ms",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +152,20 @@ class Store(Protocol):
     ) -> RunPage: ...
 
     async def run_row(self, run_id: str) -> RunRow | None: ...
+
+
+@runtime_checkable
+class Wakeups(Protocol):
+    """What a store may also do (optional): tell a worker that runs became ready, so that it
+    claims them at once rather than at its next poll.
+
+    ``wakeups()`` yields the id of each run that a committed write made ready, from any process
+    on the store, and ``None`` whenever it may have missed some (so: look). It outlives lost
+    connections (logged, retried) and ends only when its consumer stops. It is a shortcut:
+    a worker still polls ``claimable``, and must not rely on hearing every run.
+    """
+
+    def wakeups(self) -> AsyncIterator[str | None]: ...
 
 
 # --- what every store checks the same way --------------------------------------------------------

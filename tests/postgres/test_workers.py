@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from runtime import Journal, Resolution
+from runtime.journal.postgres.listen import APPLICATION_NAME
 from tests.cli import owned
 from tests.cli.test_ownership import spawn
 from tests.postgres import server
@@ -34,6 +35,15 @@ def rows(url: str, sql: str) -> list[tuple[Any, ...]]:
             await conn.close()
 
     return server.run(go())
+
+
+def listening(url: str) -> int:
+    """How many workers listen for ready runs on this database (a connection each)."""
+    query = (
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        f"AND application_name = '{APPLICATION_NAME}'"
+    )
+    return int(rows(url, query)[0][0])
 
 
 def statuses(url: str) -> Counter[str]:
@@ -99,7 +109,6 @@ def three_workers_one_killed_and_restarted(
 
     workers = {name: worker(name) for name in ("w-a", "w-b", "w-c")}
     restarted: subprocess.Popen[str] | None = None
-    restarted_at = 0.0
     try:
         deadline = time.monotonic() + 240
         # Mid-way, and while the worker to be killed drives some runs.
@@ -115,14 +124,16 @@ def three_workers_one_killed_and_restarted(
             assert time.monotonic() < deadline, statuses(url)
             if restarted is None and statuses(url)["completed"] >= runs // 2:
                 restarted = worker("w-a")  # back on its host, later
-                restarted_at = time.monotonic()
             note_takeovers(url, held, killed, takeovers)
             reconciled += server.run(reconcile(url, ledger, runs))
             time.sleep(0.1)
         note_takeovers(url, held, killed, takeovers)  # those that finished since the last look
-        if restarted is not None:  # let it get as far as handling SIGTERM
-            time.sleep(max(0.0, restarted_at + 5 - time.monotonic()))
         alive = [p for p in (workers["w-b"], workers["w-c"], restarted) if p is not None]
+        # Let each get as far as handling SIGTERM: a worker listens for ready runs once it
+        # runs, after its signal handlers are in place (a fixed wait is too short under load).
+        while listening(url) < len(alive):
+            assert time.monotonic() < deadline, f"{listening(url)} of {len(alive)} listening"
+            time.sleep(0.05)
         for p in alive:
             p.send_signal(signal.SIGTERM)
         for p in alive:

@@ -12,7 +12,9 @@ from typing import Any
 from runtime import Agent, Journal, RunStatus, Safety, ToolSpec
 from runtime import records as R
 from runtime.errors import ToolOutcomeUnknown
+from runtime.stops import halted_on
 from runtime.testing import ScriptedModel
+from runtime.timeline import timeline
 from runtime.tools import ToolContext
 
 SCRIPT = [{"tool_calls": [{"id": "c1", "name": "job", "arguments": {"n": 1}}]}, {"text": "ok"}]
@@ -80,6 +82,9 @@ async def test_a_journaled_handle_is_resumed_instead_of_halting(db_path: Path) -
     assert call.unknown_outcome and call.resumable and not call.halted
     assert state.status() == "running" and state.halted_calls() == []
     assert state.live_status(None) == "orphaned"  # a resume (or a worker) continues it
+    told = timeline(state)
+    assert (told.status, told.halted) == ("orphaned", ())  # not shown as halted
+    assert halted_on(state) == ()
 
     result = await _run(db_path, job, input=None)
     assert result.status is RunStatus.COMPLETED

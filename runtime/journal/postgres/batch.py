@@ -3,7 +3,9 @@
 ``apply(conn, ops)`` takes the journal's write lock, reads in one statement every key the batch
 inserts, guards on or watches, the leases it is fenced by, the highest ``seq`` and the server's
 clock; decides each op's outcome as if the ops ran one by one in order; and writes the winners
-and the run index in one more statement. Four round trips per batch, whatever its size.
+and the run index in one more statement. Four round trips per batch, whatever its size (five
+when the batch makes a run ready without holding its lease: it ``NOTIFY``s the workers), plus
+one for each kind of lease op in it: acquire, renew, release (``apply_all``).
 """
 
 from __future__ import annotations
@@ -16,13 +18,25 @@ import sqlalchemy as sa
 
 from runtime.errors import FormatError, LeaseLost, StorageError
 from runtime.journal import schema
-from runtime.journal.postgres.connect import NOW_MS, WRITE_LOCK
+from runtime.journal.postgres import leases as L
+from runtime.journal.postgres.connect import NOW_MS, READY_CHANNEL, READY_STATUSES, WRITE_LOCK
 from runtime.journal.sqlite.setup import check_format
 
 if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal opens
     from sqlalchemy.ext.asyncio import AsyncConnection
 
-__all__ = ["AppendOp", "CreateOp", "Failed", "IndexOp", "Op", "apply", "fenced"]
+__all__ = [
+    "AppendOp",
+    "CreateOp",
+    "DataOp",
+    "Failed",
+    "IndexOp",
+    "LeaseOp",
+    "Op",
+    "apply",
+    "apply_all",
+    "fenced",
+]
 
 _R, _U, _L = schema.records.name, schema.runs.name, schema.leases.name
 INDEX_COLUMNS = schema.INDEX_COLUMNS
@@ -41,6 +55,11 @@ PROBE = sa.text(
     f"WHERE l.run_id = ANY(CAST(:fenced AS text[])) "
     f"UNION ALL SELECT 2, NULL, NULL, (SELECT max(seq) FROM {_R}), NULL, NULL, NULL, {NOW_MS}"
 )
+
+NOTIFY = sa.text(
+    f"SELECT count(pg_notify('{READY_CHANNEL}', r)) FROM unnest(CAST(:runs AS text[])) AS r"
+)
+"""Tell the workers that these runs are ready; delivered when (and only if) the batch commits."""
 
 # Rows inserted by one CTE are invisible to its siblings: a run created in this batch gets its
 # final index values in its INSERT, and only runs that existed before are UPDATEd.
@@ -104,7 +123,17 @@ class IndexOp:
     epoch: int | None = None
 
 
-Op = AppendOp | CreateOp | IndexOp
+@dataclass(slots=True)
+class LeaseOp:
+    """Acquire, renew or release a run's lease (``leases.apply_lease`` says what each returns)."""
+
+    action: L.Action
+    run_id: str
+    values: dict[str, Any]
+
+
+DataOp = AppendOp | CreateOp | IndexOp
+Op = DataOp | LeaseOp
 
 
 class Failed:
@@ -134,7 +163,37 @@ def _encode_index(fields: dict[str, Any]) -> tuple[int, Any, Any, Any, Any]:
     return mask, get("status"), get("agent"), get("turns"), get("detail")
 
 
-async def apply(conn: AsyncConnection, ops: list[Op], on_xid: Callable[[int], None]) -> list[Any]:
+async def apply_all(
+    conn: AsyncConnection, ops: list[Op], on_xid: Callable[[int], None]
+) -> list[Any]:
+    """Apply a batch, lease ops among its writes, inside the open transaction; one outcome per
+    op, in order.
+
+    The lease ops are applied first, one statement per kind (``leases.apply_leases``), then the
+    rest (``apply``). Reordering
+    is sound: no op of a batch was answered before another was submitted (every caller awaits
+    its op), so the ops of one batch are concurrent and any order among them is one they could
+    have run in. It is still one transaction: a lease is never granted by a batch that fails.
+    """
+    leases = [(i, op) for i, op in enumerate(ops) if isinstance(op, LeaseOp)]
+    rest = [(i, op) for i, op in enumerate(ops) if not isinstance(op, LeaseOp)]
+    if not leases:
+        return await apply(conn, [op for _, op in rest], on_xid)
+    on_xid((await conn.execute(LOCK)).one()[1])
+    outcomes: list[Any] = [None] * len(ops)
+    done = await L.apply_leases(conn, [(op.action, op.values) for _, op in leases])
+    for (i, _), outcome in zip(leases, done, strict=True):
+        outcomes[i] = outcome
+    if rest:
+        done = await apply(conn, [op for _, op in rest], lambda _xid: None)
+        for (i, _), outcome in zip(rest, done, strict=True):
+            outcomes[i] = outcome
+    return outcomes
+
+
+async def apply(
+    conn: AsyncConnection, ops: list[DataOp], on_xid: Callable[[int], None]
+) -> list[Any]:
     """Apply a batch inside the open transaction; one outcome per op, in order.
 
     ``on_xid`` learns the transaction's id as soon as it is known.
@@ -182,6 +241,9 @@ async def apply(conn: AsyncConnection, ops: list[Op], on_xid: Callable[[int], No
     created: dict[str, dict[str, Any]] = {}  # run -> its index row, for runs new in this batch
     index: dict[str, dict[str, Any]] = {}  # run -> index fields, for runs that existed
     outcomes: list[Any] = []
+    # Runs this batch makes ready to drive. A write fenced by an epoch comes from the run's
+    # owner: the run is not claimable until that owner releases it (the release notifies).
+    ready: dict[str, None] = {}
     for op in ops:
         run_id = op.run_id
         if op.epoch is not None and epochs.get(run_id) != op.epoch:
@@ -212,6 +274,8 @@ async def apply(conn: AsyncConnection, ops: list[Op], on_xid: Callable[[int], No
                 fields = index.setdefault(run_id, {})
             if op.index:
                 fields.update(op.index)
+                if op.epoch is None and op.index.get("status") in READY_STATUSES:
+                    ready[run_id] = None
             outcomes.append((won, watched, *record))
         elif type(op) is CreateOp:
             k = (run_id, "header")
@@ -221,6 +285,8 @@ async def apply(conn: AsyncConnection, ops: list[Op], on_xid: Callable[[int], No
                 present[k] = (seq, "header", "json", op.header, now)
                 inserts.append((seq, run_id, "header", "header", "json", op.header, now))
                 created[run_id] = {"status": "running", "agent": op.agent, "turns": 0}
+                if op.epoch is None:
+                    ready[run_id] = None
                 outcomes.append(True)
                 continue
             try:
@@ -240,9 +306,13 @@ async def apply(conn: AsyncConnection, ops: list[Op], on_xid: Callable[[int], No
             if op.unless is None or (run_id, op.unless) not in present:
                 target = created.get(run_id)
                 (index.setdefault(run_id, {}) if target is None else target).update(op.fields)
+                if op.epoch is None and op.fields.get("status") in READY_STATUSES:
+                    ready[run_id] = None
             outcomes.append(None)
     if inserts or created or index:
         await _write(conn, inserts, created, index, now)
+    if ready:
+        await conn.execute(NOTIFY, {"runs": list(ready)})
     return outcomes
 
 

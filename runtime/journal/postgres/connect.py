@@ -18,6 +18,8 @@ __all__ = [
     "CONNECT_TIMEOUT",
     "MIGRATE_LOCK",
     "NOW_MS",
+    "READY_CHANNEL",
+    "READY_STATUSES",
     "WRITE_LOCK",
     "connection_lost",
     "display",
@@ -38,6 +40,14 @@ makes ``seq`` the commit order across processes."""
 
 MIGRATE_LOCK = 0x6269_6465_0000_0002
 """The session advisory lock held around a schema upgrade: concurrent first opens take turns."""
+
+READY_CHANNEL = "bide_ready"
+"""The channel a write that makes a run ready to drive ``NOTIFY``s, in its own transaction (so a
+notification means committed), with the run's id as payload: workers ``LISTEN`` on it."""
+
+READY_STATUSES = ("running", "submitted")
+"""The index statuses ``claimable`` lists: a run set to one of them by a write that holds no lease
+on it (an answer, a decision, a release) is ready."""
 
 NOW_MS = "CAST(extract(epoch FROM clock_timestamp()) * 1000 AS bigint)"
 """The database's clock in epoch milliseconds: leases and records are timed by the server, so

@@ -2,23 +2,40 @@
 server's clock.
 
 Acquiring is one ``INSERT ... ON CONFLICT DO UPDATE ... WHERE`` (the row lock it takes makes it
-single-winner) under the journal's write lock, so that it can never fall between a batch's
-fencing check and that batch's commit: an append of an old epoch either committed before the
-takeover or is refused after it.
+single-winner). Every lease op runs inside a batch of the group-commit writer, under the
+journal's write lock, so that it shares its commit and can never fall between a batch's fencing
+check and that batch's commit: an append of an old epoch either committed before the takeover
+or is refused after it.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import sqlalchemy as sa
 
 from runtime.journal import schema
-from runtime.journal.postgres.connect import NOW_MS
+from runtime.journal.postgres.connect import NOW_MS, READY_CHANNEL, READY_STATUSES
 from runtime.ownership import Lease, Owner
 
-__all__ = ["ACQUIRE", "CLAIMABLE", "READ", "RELEASE", "RENEW", "lease_of", "owner_text"]
+if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal opens
+    from sqlalchemy.ext.asyncio import AsyncConnection
+
+__all__ = [
+    "ACQUIRE",
+    "CLAIMABLE",
+    "READ",
+    "RELEASE",
+    "RENEW",
+    "Action",
+    "apply_lease",
+    "apply_leases",
+    "lease_of",
+    "owner_text",
+]
+
+Action = Literal["acquire", "renew", "release"]
 
 _L, _U = schema.leases.name, schema.runs.name
 
@@ -45,9 +62,15 @@ RENEW = sa.text(
     f"WHERE l.run_id = :run_id AND l.epoch = :epoch AND NOT l.released RETURNING {_COLUMNS}"
 )
 
+_READY = ", ".join(f"'{s}'" for s in READY_STATUSES)
+
+# A run released while its index says it is to be driven (a submitted run, a drive that yielded
+# to a stopping worker) is ready: the release notifies the workers in its own transaction.
 RELEASE = sa.text(
-    f"UPDATE {_L} AS l SET released = true, expires_ms = {NOW_MS} "
-    "WHERE l.run_id = :run_id AND l.epoch = :epoch AND NOT l.released RETURNING 1"
+    f"WITH r AS (UPDATE {_L} AS l SET released = true, expires_ms = {NOW_MS} "
+    "WHERE l.run_id = :run_id AND l.epoch = :epoch AND NOT l.released RETURNING l.run_id) "
+    f"SELECT (SELECT count(pg_notify('{READY_CHANNEL}', u.run_id)) FROM {_U} AS u "
+    f"WHERE u.run_id = r.run_id AND u.status IN ({_READY})) FROM r"
 )
 
 READ = sa.text(f"SELECT {_COLUMNS} FROM {_L} AS l WHERE l.run_id = :run_id")
@@ -61,6 +84,120 @@ CLAIMABLE = sa.text(
     "ORDER BY (l.run_id IS NOT NULL AND NOT l.released) DESC, u.updated_ms, u.run_id "
     "LIMIT :limit"
 )
+
+
+async def apply_lease(conn: AsyncConnection, action: Action, values: dict[str, Any]) -> Any:
+    """One lease op inside the writer's transaction. ``acquire``: ``(granted, row)``, the
+    lease's row as ``lease_of`` reads it (the new lease if granted, else the holder's, or
+    ``None``); ``renew``: the renewed row, or ``None`` if the epoch moved on; ``release``:
+    whether it released."""
+    if action == "acquire":
+        granted = (await conn.execute(ACQUIRE, values)).first()
+        if granted is not None:
+            return True, tuple(granted)
+        current = (await conn.execute(READ, {"run_id": values["run_id"]})).first()
+        return False, None if current is None else tuple(current)
+    if action == "renew":
+        row = (await conn.execute(RENEW, values)).first()
+        return None if row is None else tuple(row)
+    return (await conn.execute(RELEASE, values)).first() is not None
+
+
+_P_ACQUIRE = (
+    "unnest(CAST(:runs AS text[]), CAST(:owners AS text[]), CAST(:hosts AS text[]), "
+    "CAST(:ttls AS bigint[]), CAST(:take_overs AS integer[])) "
+    "AS p(run_id, owner, host, ttl_ms, take_over)"
+)
+
+# One statement for a batch's acquires, each of a different run (``ACQUIRE``'s rules). Rows a
+# CTE changes are invisible to the rest of the statement: the last branch reads each refused
+# run's lease as it stands, which is as it stays.
+ACQUIRE_MANY = sa.text(
+    f"WITH c AS (SELECT {NOW_MS} AS now), "
+    f"up AS (UPDATE {_L} AS l SET epoch = l.epoch + 1, owner = p.owner, host = p.host, "
+    "acquired_ms = c.now, expires_ms = c.now + p.ttl_ms, released = false "
+    f"FROM {_P_ACQUIRE}, c WHERE l.run_id = p.run_id AND (l.released OR l.expires_ms <= c.now "
+    f"OR l.epoch = p.take_over) RETURNING l.run_id, {_COLUMNS}), "
+    f"ins AS (INSERT INTO {_L} AS l (run_id, epoch, owner, host, acquired_ms, expires_ms, "
+    f"released) SELECT p.run_id, 1, p.owner, p.host, c.now, c.now + p.ttl_ms, false "
+    f"FROM {_P_ACQUIRE}, c WHERE NOT EXISTS (SELECT 1 FROM {_L} AS x WHERE x.run_id = p.run_id) "
+    f"ON CONFLICT (run_id) DO NOTHING RETURNING l.run_id, {_COLUMNS}) "
+    "SELECT true, * FROM up UNION ALL SELECT true, * FROM ins UNION ALL "
+    f"SELECT false, l.run_id, {_COLUMNS} FROM {_L} AS l "
+    "WHERE l.run_id = ANY(CAST(:runs AS text[])) AND l.run_id NOT IN (SELECT run_id FROM up)"
+)
+
+RENEW_MANY = sa.text(
+    f"UPDATE {_L} AS l SET expires_ms = {NOW_MS} + p.ttl_ms FROM unnest(CAST(:runs AS text[]), "
+    "CAST(:epochs AS integer[]), CAST(:ttls AS bigint[])) AS p(run_id, epoch, ttl_ms) "
+    "WHERE l.run_id = p.run_id AND l.epoch = p.epoch AND NOT l.released "
+    f"RETURNING l.run_id, {_COLUMNS}"
+)
+
+RELEASE_MANY = sa.text(
+    f"WITH r AS (UPDATE {_L} AS l SET released = true, expires_ms = {NOW_MS} "
+    "FROM unnest(CAST(:runs AS text[]), CAST(:epochs AS integer[])) AS p(run_id, epoch) "
+    "WHERE l.run_id = p.run_id AND l.epoch = p.epoch AND NOT l.released RETURNING l.run_id), "
+    f"n AS (SELECT count(pg_notify('{READY_CHANNEL}', u.run_id)) AS n FROM {_U} AS u "
+    f"JOIN r ON u.run_id = r.run_id WHERE u.status IN ({_READY})) "
+    "SELECT run_id FROM r UNION ALL SELECT NULL FROM n"
+)
+"""``RELEASE`` for many runs; the branch on ``n`` makes the notifications happen."""
+
+
+async def apply_leases(
+    conn: AsyncConnection, ops: list[tuple[Action, dict[str, Any]]]
+) -> list[Any]:
+    """Many lease ops inside the writer's transaction, one outcome each as ``apply_lease``
+    gives it. The first op of each run goes into one statement per action (releases, then
+    renewals, then acquires: the ops of a batch are concurrent, so any order is theirs); a
+    second op of a run already in it follows alone, in order."""
+    out: list[Any] = [None] * len(ops)
+    seen: set[str] = set()
+    first: dict[Action, list[int]] = {"release": [], "renew": [], "acquire": []}
+    later: list[int] = []
+    for i, (action, values) in enumerate(ops):
+        run_id = values["run_id"]
+        (later if run_id in seen else first[action]).append(i)
+        seen.add(run_id)
+    if first["release"]:
+        idx = first["release"]
+        values = {"runs": [ops[i][1]["run_id"] for i in idx]}
+        values["epochs"] = [ops[i][1]["epoch"] for i in idx]
+        released = {row[0] for row in await conn.execute(RELEASE_MANY, values)}
+        for i in idx:
+            out[i] = ops[i][1]["run_id"] in released
+    if first["renew"]:
+        idx = first["renew"]
+        values = {
+            "runs": [ops[i][1]["run_id"] for i in idx],
+            "epochs": [ops[i][1]["epoch"] for i in idx],
+            "ttls": [ops[i][1]["ttl_ms"] for i in idx],
+        }
+        renewed = {row[0]: tuple(row[1:]) for row in await conn.execute(RENEW_MANY, values)}
+        for i in idx:
+            out[i] = renewed.get(ops[i][1]["run_id"])
+    if first["acquire"]:
+        idx = first["acquire"]
+        values = {
+            key: [ops[i][1][name] for i in idx]
+            for key, name in (
+                ("runs", "run_id"),
+                ("owners", "owner"),
+                ("hosts", "host"),
+                ("ttls", "ttl_ms"),
+                ("take_overs", "take_over"),
+            )
+        }
+        got = {
+            row[1]: (bool(row[0]), tuple(row[2:]))
+            for row in await conn.execute(ACQUIRE_MANY, values)
+        }
+        for i in idx:
+            out[i] = got.get(ops[i][1]["run_id"], (False, None))
+    for i in later:
+        out[i] = await apply_lease(conn, *ops[i])
+    return out
 
 
 def owner_text(owner: Owner) -> str:

@@ -2,17 +2,15 @@
 database that many processes and machines share.
 
 Writes go through the group-commit writer (``postgres.Writer``); reads are SQLAlchemy Core
-queries on pooled autocommit connections, so they never queue behind a batch.
-
-Not yet: waking workers with ``LISTEN/NOTIFY`` when a run becomes ready (a batch that makes a
-run claimable would ``NOTIFY`` in its own transaction); workers poll ``claimable`` meanwhile.
+queries on pooled autocommit connections, so they never queue behind a batch. A write that makes
+a run ready ``NOTIFY``s in its own transaction, and ``wakeups()`` hears it (``postgres.listen``).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import sqlalchemy as sa
@@ -21,16 +19,22 @@ from runtime.errors import ConfigError, LeaseLost, RunBusy, StorageError
 from runtime.journal import schema
 from runtime.journal.codec import decode, encode
 from runtime.journal.postgres import leases as L
-from runtime.journal.postgres.batch import AppendOp, CreateOp, IndexOp, Op
+from runtime.journal.postgres.batch import (
+    AppendOp,
+    CreateOp,
+    IndexOp,
+    LeaseOp,
+    Op,
+)
 from runtime.journal.postgres.connect import (
     NOW_MS,
-    WRITE_LOCK,
     connection_lost,
     display,
     make_engine,
     postgres_url,
     storage_error,
 )
+from runtime.journal.postgres.listen import wakeups
 from runtime.journal.postgres.migrate import ensure_engine
 from runtime.journal.postgres.writer import Writer
 from runtime.journal.protocol import (
@@ -80,7 +84,6 @@ _RUNS = sa.select(
     _LIVE.label("live"),
 ).select_from(_u.outerjoin(_l, _l.c.run_id == _u.c.run_id))
 _ROW = _RUNS.where(_u.c.run_id == _RUN_ID)
-_LOCK = sa.text(f"SELECT pg_advisory_xact_lock({WRITE_LOCK})")
 
 
 class PostgresStore:
@@ -142,6 +145,14 @@ class PostgresStore:
     def commits(self) -> int:
         """How many transactions the writer has committed (group commit shares them)."""
         return self._writer.commits
+
+    def wakeups(self) -> AsyncIterator[str | None]:
+        """The ids of runs made ready (submitted, answered, approved, resolved, released), as
+        their writes commit, from any process on this database; ``None`` when the listening
+        connection (its own, not the pool's) is made or made again, since what was notified
+        while it was away is lost. A lost connection is logged and retried with backoff; the
+        iterator ends only when its consumer stops (``Wakeups``)."""
+        return wakeups(self._engine.url, self.path)
 
     # --- writes ----------------------------------------------------------------------------
 
@@ -221,29 +232,18 @@ class PostgresStore:
             "take_over": take_over,
         }
 
-        async def go(conn: AsyncConnection) -> Lease:
-            async with conn.begin():
-                # Under the write lock: never between a batch's fencing check and its commit.
-                await conn.execute(_LOCK)
-                granted = (await conn.execute(L.ACQUIRE, values)).first()
-                current = granted or (await conn.execute(L.READ, {"run_id": run_id})).first()
-            lease = None if current is None else L.lease_of(run_id, current)
-            if lease is None:  # pragma: no cover - the upsert either wins or meets a row
-                raise StorageError(f"journal {self.path}: the lease of run {run_id!r} vanished")
-            if granted is None:
-                raise busy(lease)
-            return lease
-
-        return await self._run(go, self._engine, doing=f"cannot acquire run {run_id!r}")
+        granted, row = await self._submit(LeaseOp("acquire", run_id, values))
+        lease = None if row is None else L.lease_of(run_id, row)
+        if lease is None:  # pragma: no cover - the upsert either wins or meets a row
+            raise StorageError(f"journal {self.path}: the lease of run {run_id!r} vanished")
+        if not granted:
+            raise busy(lease)
+        return lease
 
     async def renew(self, lease: Lease, *, ttl: float) -> Lease:
         """Extend ``lease`` by ``ttl`` seconds from now; ``LeaseLost`` if its epoch moved on."""
         values = {"run_id": lease.run_id, "epoch": lease.epoch, "ttl_ms": ttl_ms(ttl)}
-
-        async def go(conn: AsyncConnection) -> Any:
-            return (await conn.execute(L.RENEW, values)).first()
-
-        row = await self._run(go, doing=f"cannot renew the lease of run {lease.run_id!r}")
+        row = await self._submit(LeaseOp("renew", lease.run_id, values))
         renewed = None if row is None else L.lease_of(lease.run_id, row)
         if renewed is None:
             current = await self.lease(lease.run_id)
@@ -253,11 +253,7 @@ class PostgresStore:
     async def release(self, lease: Lease) -> bool:
         """Mark ``lease`` released; False (changing nothing) if its epoch moved on."""
         values = {"run_id": lease.run_id, "epoch": lease.epoch}
-
-        async def go(conn: AsyncConnection) -> bool:
-            return (await conn.execute(L.RELEASE, values)).first() is not None
-
-        return await self._run(go, doing=f"cannot release the lease of run {lease.run_id!r}")
+        return bool(await self._submit(LeaseOp("release", lease.run_id, values)))
 
     async def lease(self, run_id: str) -> Lease | None:
         async def go(conn: AsyncConnection) -> Any:
@@ -284,19 +280,16 @@ class PostgresStore:
     async def _run(
         self,
         fn: Callable[[AsyncConnection], Awaitable[_T]],
-        engine: AsyncEngine | None = None,
         *,
         doing: str = "cannot read",
     ) -> _T:
-        """``fn`` on a pooled connection (autocommit unless ``engine`` says otherwise), once
-        more on a fresh one if the server had dropped the first: every use is a single
-        statement or one transaction, so a retry after a broken connection repeats nothing
-        that committed."""
+        """``fn`` on a pooled autocommit connection, once more on a fresh one if the server had
+        dropped the first: every use is a single read, so a retry repeats nothing."""
         if self._closed:
             raise StorageError(f"journal {self.path} is closed")
         for retry in (True, False):
             try:
-                async with (engine or self._reads).connect() as conn:
+                async with self._reads.connect() as conn:
                     return await fn(conn)
             except (StorageError, RunBusy, LeaseLost):
                 raise

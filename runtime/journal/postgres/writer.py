@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from runtime import faults
 from runtime.errors import StorageError
-from runtime.journal.postgres.batch import Failed, IndexOp, Op, apply
+from runtime.journal.postgres.batch import AppendOp, CreateOp, Failed, Op, apply_all
 from runtime.journal.postgres.connect import connection_lost, storage_error
 from runtime.logs import get_logger
 
@@ -129,7 +129,7 @@ class Writer:
 
     async def _commit(self, batch: list[_Item]) -> None:
         ops = [op for op, _ in batch]
-        records = len(ops) - sum(type(op) is IndexOp for op in ops)
+        records = _records(ops)
         for retry in (True, False):
             xid: list[int] = []
             outcomes: list[Any] = []
@@ -140,7 +140,7 @@ class Writer:
                 conn = self._conn
                 transaction = await conn.begin()
                 try:
-                    outcomes = await apply(conn, ops, xid.append)
+                    outcomes = await apply_all(conn, ops, xid.append)
                     faults.crashpoint("write.before_commit", records)
                     committing = True
                     await transaction.commit()
@@ -195,7 +195,7 @@ class Writer:
     ) -> None:
         """The connection broke during COMMIT: ask the server what became of the transaction,
         on a new connection, and tell the callers only that."""
-        records = len(batch) - sum(type(op) is IndexOp for op, _ in batch)
+        records = _records([op for op, _ in batch])
         log.warning("journal_commit_outcome_unknown", path=self.where, xid=xid)
         status = await self._status(xid)
         if status == "committed":
@@ -232,6 +232,11 @@ class Writer:
                 return None  # too old to be known (never, this soon after), or out of time
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
+
+
+def _records(ops: list[Op]) -> int:
+    """How many records a batch appends (what the crash points count)."""
+    return sum(isinstance(op, AppendOp | CreateOp) for op in ops)
 
 
 def _fail_all(batch: list[_Item], error: BaseException) -> None:

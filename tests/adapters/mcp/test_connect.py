@@ -103,6 +103,19 @@ async def test_a_server_that_fails_the_handshake_is_a_protocol_error() -> None:
             pass
 
 
+async def test_a_server_that_stops_reading_then_exits_is_named_with_its_status_and_stderr() -> None:
+    """Its stdin closes first, so the handshake's write fails before its stdout ends: the error
+    still says that it exited, with its status and last words, not only "connection closed"."""
+    script = (
+        "import os, sys, time; os.close(0); time.sleep(0.5); "
+        "sys.stderr.write('fatal: ORDERS_URL is not set\\n'); sys.exit(3)"
+    )
+    params = mcp.StdioServerParameters(command=sys.executable, args=["-c", script])
+    with pytest.raises(ProtocolError, match="exited with status 3; its last stderr: fatal: ORDERS"):
+        async with connect(params):
+            pass
+
+
 async def test_an_exception_in_the_block_comes_out_as_itself() -> None:
     # The SDK's task groups would wrap it in an ExceptionGroup.
     with pytest.raises(LookupError, match="mine"):

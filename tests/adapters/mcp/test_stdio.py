@@ -13,9 +13,10 @@ from pathlib import Path
 import anyio
 import mcp
 import pytest
+from mcp.shared.message import SessionMessage
 
 from adapters.mcp import DEFAULT_MAX_LINE_BYTES, connect, tools
-from adapters.mcp.stdio import HOST_GONE_GRACE, escape_for_terminal
+from adapters.mcp.stdio import HOST_GONE_GRACE, escape_for_terminal, stdio_transport
 from runtime import ProtocolError, ToolContext, ToolError, ToolOutcomeUnknown
 from tests.adapters.mcp.kit import STDIO_SERVER, hostile_params
 
@@ -171,3 +172,36 @@ async def test_a_command_that_is_not_there_is_an_os_error_naming_it() -> None:
     with pytest.raises(FileNotFoundError, match="no-such-bide-server"):
         async with connect(params):
             pass
+
+
+async def test_a_write_that_fails_because_the_server_is_exiting_waits_for_its_exit_status(
+    tmp_path: Path,
+) -> None:
+    """The server closes its stdin and stdout, then exits a moment later: a message written
+    meanwhile fails (nobody reads), and the session is told why the server went (its status and
+    last stderr) before its read side ends, not only that the connection closed."""
+    ready = tmp_path / "closed"
+    script = (
+        "import os, sys, time; os.close(0); os.close(1); "
+        f"open({str(ready)!r}, 'w').close(); time.sleep(0.5); "
+        "sys.stderr.write('fatal: ORDERS_URL is not set\\n'); sys.exit(3)"
+    )
+    params = mcp.StdioServerParameters(command=sys.executable, args=["-c", script])
+    failures: list[ProtocolError] = []
+    message = mcp.types.JSONRPCNotification(jsonrpc="2.0", method="notifications/initialized")
+    async with stdio_transport(
+        params, name="orders", max_line_bytes=DEFAULT_MAX_LINE_BYTES, on_failure=failures.append
+    ) as (read, write):
+        with anyio.fail_after(10):
+            while not ready.exists():
+                await anyio.sleep(0.01)
+        await write.send(SessionMessage(message))  # the pipe has no reader: this write fails
+        with anyio.fail_after(10):
+            with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError):
+                while True:
+                    await read.receive()
+            # The read side ended: by then the server's exit must have been reported.
+            assert [str(f) for f in failures] == [
+                "MCP server 'orders' closed its stdout and exited with status 3; its last "
+                "stderr: fatal: ORDERS_URL is not set"
+            ]

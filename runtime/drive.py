@@ -1,0 +1,98 @@
+"""What a call sees of the drive it runs in (``Drive``), and what it can come to (``Outcome``).
+
+The call level (``runtime.calls``, ``runtime.asking``, ``runtime.handles``) speaks only this
+narrow handle: the run's identity, the agent's tools, the lease, and the one way to append.
+``loop.RunDrive`` implements it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from runtime.errors import ConfigError
+from runtime.ownership import Holding
+from runtime.records import Appended
+from runtime.result import Halt, Waiting
+from runtime.retry import RetryPolicy
+from runtime.tools import Tool
+
+__all__ = [
+    "CANCELLED",
+    "RECORDED",
+    "AgentTools",
+    "Cancelled",
+    "Drive",
+    "Misuse",
+    "Outcome",
+    "Recorded",
+    "RunEnded",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """The call's outcome is in the journal: a result, an error result, or a resolution."""
+
+
+@dataclass(frozen=True, slots=True)
+class Cancelled:
+    """A cancel request was seen before the call started: it never ran."""
+
+
+RECORDED = Recorded()
+CANCELLED = Cancelled()
+
+Outcome = Recorded | Halt | Waiting | Cancelled
+"""What one call came to. A halt and a wait stop the run; the others let it go on."""
+
+
+class RunEnded(Exception):
+    """An append was refused because the run has an end record (another driver ended it)."""
+
+
+class Misuse(BaseException):
+    """A tool broke a rule of the drive (a SIDE_EFFECT called ``interrupt()``): its ConfigError
+    stops the drive. A BaseException, so that a tool's ``except Exception`` cannot swallow it."""
+
+    def __init__(self, error: ConfigError):
+        super().__init__(str(error))
+        self.error = error
+
+
+class AgentTools(Protocol):
+    """What a call needs of its agent."""
+
+    @property
+    def tools(self) -> Mapping[str, Tool]: ...
+
+    @property
+    def tool_retry(self) -> RetryPolicy: ...
+
+    def validate_arguments(self, tool: str, arguments: Any) -> str | None: ...
+
+
+class Drive(Protocol):
+    """What a call sees of the drive it runs in."""
+
+    run_id: str
+    key_scheme: int
+    holding: Holding
+    executed: int
+    """How many tool invocations this drive made (a call adds its own)."""
+
+    @property
+    def agent(self) -> AgentTools: ...
+
+    def cancelled(self) -> bool: ...
+
+    async def append(
+        self,
+        key: str,
+        kind: str,
+        payload: Any,
+        *,
+        unless: str | None = None,
+        after_end: bool = False,
+    ) -> Appended: ...

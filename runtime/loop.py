@@ -1,0 +1,477 @@
+"""One drive of one run: the run level of ``docs/guarantee.md`` (the lease, replay, model turns,
+the end). Each pending call is run to its typed outcome by ``runtime.calls``, through the narrow
+handle ``runtime.drive.Drive`` that ``RunDrive`` implements.
+
+``Agent.run``, ``resume`` and ``submit``, and the worker, make one ``RunDrive`` per drive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from runtime import faults, tracing
+from runtime import records as R
+from runtime.calls import Calls
+from runtime.drive import Cancelled, Outcome, RunEnded
+from runtime.errors import (
+    BudgetError,
+    ConfigError,
+    ModelError,
+    ProtocolError,
+    StorageError,
+)
+from runtime.journal.codec import unstorable
+from runtime.journal.journal import Journal
+from runtime.logs import get_logger
+from runtime.messages import AssistantTurn, Message, ToolResultMessage, UserMessage
+from runtime.ownership import Holding, Owner
+from runtime.records import Appended
+from runtime.redact import clean
+from runtime.result import Halt, RunResult, RunStatus, Waiting
+from runtime.state import CallState, RunState
+from runtime.tools import (
+    KEY_SCHEME,
+)
+
+if TYPE_CHECKING:
+    from runtime.agent import Agent
+
+__all__ = ["RunDrive"]
+
+log = get_logger("runtime.agent")  # the logger name operators filter drives by
+
+
+class RunDrive:
+    """One process executing one run from its journal until it ends, pauses or halts."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        journal: Journal,
+        run_id: str,
+        *,
+        owner: Owner | None = None,
+        wait: float | None = None,
+        submit_only: bool = False,
+        holding: Holding | None = None,
+        yielding: asyncio.Event | None = None,
+    ):
+        if (
+            not isinstance(run_id, str)
+            or not run_id
+            or len(run_id) > 256
+            or unstorable(run_id) is not None
+        ):
+            raise ConfigError(
+                f"a run id is a non-empty string of at most 256 chars of valid Unicode: {run_id!r}"
+            )
+        self.agent = agent
+        self.store = journal.store
+        self.run_id = run_id
+        self.state = RunState(run_id)
+        self.owner = holding.owner if holding is not None else owner or Owner.here()
+        self.driver = self.owner.id
+        self.holding = holding or Holding(
+            self.store, run_id, self.owner, ttl=journal.lease_ttl, renew=journal.lease_renew
+        )
+        self.wait = wait
+        self.yielding = yielding
+        """Set (by a worker that stops): end the drive at the next record boundary, run kept."""
+        self.submit_only = submit_only
+        self.cancel_requested = False
+        self.semaphore = asyncio.Semaphore(agent.max_concurrency)
+        self.calls = Calls(self)
+        self.executed = 0
+        self.key_scheme = KEY_SCHEME
+        self._messages: list[Message] = []
+        self._rendered = 0
+
+    def cancelled(self) -> bool:
+        """Whether a cancel request was seen (refreshed by every write of this drive)."""
+        return self.cancel_requested
+
+    async def go(self, input: str | None, spec: str | None) -> RunResult:
+        started = time.monotonic()
+        with (
+            structlog.contextvars.bound_contextvars(run_id=self.run_id),
+            tracing.drive(self.agent.name, self.run_id),
+        ):
+            try:
+                result = await self._drive(input, spec)
+            except BaseException as exc:
+                log.info(
+                    "drive_stopped",
+                    error=f"{type(exc).__name__}: {exc}",
+                    turns=len(self.state.turns),
+                    executed=self.executed,
+                    ms=round((time.monotonic() - started) * 1000),
+                )
+                raise
+            log.info(
+                "drive_finished",
+                status=result.status.value,
+                turns=result.turns,
+                executed=self.executed,
+                ms=round((time.monotonic() - started) * 1000),
+            )
+            tracing.finished(result)
+            return result
+
+    async def _drive(self, input: str | None, spec: str | None) -> RunResult:
+        if input is None and not await self.store.check_run(self.run_id):
+            raise ConfigError(f"no run {self.run_id!r} in {self.store.path}", run_id=self.run_id)
+        if self.holding.lease is None:
+            await self.holding.acquire(wait=self.wait)
+        try:
+            return await self._held(input, spec)
+        finally:
+            await self.holding.release()
+
+    async def _held(self, input: str | None, spec: str | None) -> RunResult:
+        created = await self._open(input, spec)
+        if self.submit_only:
+            return await self._submitted(created)
+        try:
+            return await self._steps()
+        except RunEnded:
+            # Another driver ended the run meanwhile: this drive appended nothing after the
+            # end, and reports the run as it ended, as a drive of a finished run does.
+            log.warning("run_ended_by_another_driver", status=self.state.status())
+            return self._ended()
+
+    async def _steps(self) -> RunResult:
+        state = self.state
+        while True:
+            if state.end is not None:
+                return self._ended()
+            if self.yielding is not None and self.yielding.is_set():
+                log.info("drive_yielded", turns=len(state.turns))
+                return self._result(RunStatus.RUNNING)
+            if self.cancelled() or state.cancel is not None:
+                await self.calls.cancel_handles(state.pending_calls())  # e.g. open MCP tasks
+                return await self._end("cancelled")
+            pending = state.pending_calls()
+            if pending:
+                stopped = await self._run_calls(pending)
+                if stopped is not None:
+                    return stopped
+                continue
+            if state.turns and not state.turns[-1].tool_calls:
+                faults.crashpoint("end.before_marker")
+                return await self._end("completed", output=state.turns[-1].text)
+            failed = await self._next_turn()
+            if failed is not None:
+                return failed
+
+    # --- opening ---------------------------------------------------------------------------
+
+    async def _submitted(self, created: bool) -> RunResult:
+        if self.state.end is not None:
+            return self._ended()
+        if created:
+            await self.store.update_index(
+                self.run_id, unless=R.END, epoch=self.holding.epoch, status="submitted"
+            )
+            log.info("run_submitted")
+            return self._result(RunStatus.SUBMITTED)
+        status = self.state.status()
+        known = {s.value for s in RunStatus}
+        return self._result(RunStatus(status) if status in known else RunStatus.RUNNING)
+
+    async def _open(self, input: str | None, spec: str | None) -> bool:
+        """Load the run (creating it if ``input`` is given); True if it was created."""
+        store, run_id = self.store, self.run_id
+        if input is None:
+            created = False
+        else:
+            created = await store.create_run(
+                run_id, agent=self.agent.name, epoch=self.holding.epoch
+            )
+        if not created:
+            for record in await store.load(run_id):
+                self.state.add(record)
+        if self.state.start is None:
+            if input is None:
+                raise ConfigError(
+                    f"run {run_id!r} never started (it stopped before its input was journaled): "
+                    "run it again with its input",
+                    run_id=run_id,
+                )
+            await self.append(
+                R.START,
+                R.START,
+                {
+                    "input": input,
+                    "agent": self.agent.name,
+                    "spec": spec,
+                    "settings": {"max_turns": self.agent.max_turns},
+                    "tools": {s.name: s.safety.value for s in self.agent.specs},
+                    "key_scheme": KEY_SCHEME,
+                    **tracing.journaled_context(),
+                },
+            )
+        start = self.state.start or {}
+        # Runs started before key schemes were journaled used scheme 1: keep their keys.
+        self.key_scheme = int(start.get("key_scheme") or 1)
+        if input is not None and self.state.input != input:
+            raise ConfigError(
+                f"run {run_id!r} exists with a different input; a run's input is fixed when it "
+                "starts (resume it without an input, or choose a new run id)",
+                run_id=run_id,
+            )
+        tracing.drive_input(str(self.state.input))
+        if not created:
+            log.info("run_resumed", records=len(self.state.records), turns=len(self.state.turns))
+            tracing.resumed(
+                start,
+                records=len(self.state.records),
+                turns=len(self.state.turns),
+                replayed=sum(c.result is not None for c in self.state.calls.values()),
+            )
+        return created
+
+    async def append(
+        self,
+        key: str,
+        kind: str,
+        payload: Any,
+        *,
+        unless: str | None = None,
+        index: Mapping[str, Any] | None = None,
+        after_end: bool = False,
+    ) -> Appended:
+        # Nothing is appended to a run after its end (another driver may have ended it), but
+        # for the end itself and the evidence kept when a result arrives too late.
+        guards: tuple[str, ...] = () if after_end or key == R.END else (R.END,)
+        if unless is not None:
+            guards += (unless,)
+        self.holding.check()
+        epoch = self.holding.epoch
+        if isinstance(payload, dict):
+            # Which lease wrote it: the records alone show that no two owners drove at once.
+            payload = {**payload, "epoch": epoch}
+        appended = await self.store.append(
+            self.run_id,
+            key,
+            kind,
+            payload,
+            unless=guards or None,
+            watch=R.CANCEL,
+            index=index,
+            epoch=epoch,
+        )
+        if appended.refused_by == R.END:
+            end = await self.store.get(self.run_id, R.END)
+            if end is None:  # pragma: no cover - the guard saw it in the same transaction
+                raise StorageError(f"run {self.run_id!r}: its end record vanished")
+            self.state.add(end)
+            raise RunEnded(key)
+        if appended.watched:
+            self.cancel_requested = True
+        if appended.record is not None:
+            self.state.add(appended.record)
+        return appended
+
+    # --- model turns -----------------------------------------------------------------------
+
+    async def _next_turn(self) -> RunResult | None:
+        n = len(self.state.turns) + 1
+        if n > self.agent.max_turns:
+            error = BudgetError(
+                f"run {self.run_id!r} reached max_turns={self.agent.max_turns}",
+                run_id=self.run_id,
+            )
+            await self._stop("max_turns", str(error), "raise max_turns in the agent, then resume")
+            raise error
+        try:
+            turn = await self._ask_model()
+        except ModelError as exc:
+            if exc.retryable:
+                await self._stop(
+                    "model_unavailable",
+                    f"the model is unavailable after retries: {exc}",
+                    "resume once the model is back",
+                )
+                raise
+            log.warning("model_failed", error=str(exc), status_code=exc.status_code)
+            return await self._end("failed", error=f"model error: {exc}")
+        faults.crashpoint("model.after_answer")
+        self._check_turn(turn)
+        plan = {call.id: self._plan(call.name) for call in turn.tool_calls}
+        recorded = turn.to_json()
+        problem = unstorable(recorded, name="turn")
+        if problem is not None:
+            raise ProtocolError(
+                f"run {self.run_id!r}: the model's turn {n} cannot be journaled ({problem}); "
+                "nothing was recorded, and a resume asks the model again",
+                run_id=self.run_id,
+            )
+        appended = await self.append(
+            R.turn_key(n),
+            R.TURN,
+            {"n": n, "turn": recorded, "plan": plan},
+            unless=R.CANCEL,
+            index={"turns": n, "status": "running"},
+        )
+        if appended.record is None:
+            self.cancel_requested = True
+            return None
+        faults.crashpoint("turn.after_record")
+        log.info("turn_recorded", n=n, tool_calls=len(turn.tool_calls), won=appended.won)
+        return None
+
+    async def _stop(self, reason: str, message: str, remedy: str) -> None:
+        """Journal why this drive stops short of an end, so no view says the run is running."""
+        turns = len(self.state.turns)
+        await self.append(
+            R.stop_key(turns, reason),
+            R.STOP,
+            {"reason": reason, "message": clean(message), "remedy": remedy, "turns": turns},
+            index={"status": "orphaned", "detail": {"stopped": reason, "message": clean(message)}},
+        )
+        log.warning("drive_stopped_short", reason=reason, remedy=remedy)
+        tracing.stopped(reason, remedy)
+
+    async def _ask_model(self) -> AssistantTurn:
+        agent, messages = self.agent, self._conversation()
+        n = len(self.state.turns) + 1
+        with tracing.chat(agent.model, n, agent.system_prompt, messages):
+            turn = await agent._retrying_model.complete(agent.system_prompt, messages, agent.specs)
+            if not isinstance(turn, AssistantTurn):
+                raise ProtocolError(f"the model returned {type(turn).__name__}, not a turn")
+            tracing.answered(turn)
+        return turn
+
+    def _conversation(self) -> list[Message]:
+        # Built incrementally: a new turn is asked for only when every call of the turns before
+        # has its result, so the messages of those turns never change once rendered.
+        state, messages = self.state, self._messages
+        if not messages:
+            messages.append(UserMessage(str(state.input)))
+        for turn in state.turns[self._rendered :]:
+            messages.append(turn)
+            for call in turn.tool_calls:
+                content, is_error = state.calls[call.id].message_content()
+                messages.append(ToolResultMessage(call.id, call.name, content, is_error))
+        self._rendered = len(state.turns)
+        return list(messages)
+
+    def _check_turn(self, turn: AssistantTurn) -> None:
+        seen: set[str] = set()
+        for call in turn.tool_calls:
+            if not isinstance(call.id, str) or not call.id or len(call.id) > 256:
+                raise ProtocolError(
+                    f"the model sent a tool call without a usable id ({call.id!r})",
+                    run_id=self.run_id,
+                )
+            if call.id in seen:
+                raise ProtocolError(
+                    f"the model sent call id {call.id!r} twice in one turn", run_id=self.run_id
+                )
+            if call.id in self.state.calls:
+                raise ProtocolError(
+                    f"the model reused call id {call.id!r} from an earlier turn",
+                    run_id=self.run_id,
+                )
+            if not isinstance(call.name, str):
+                raise ProtocolError("the model sent a tool call without a name")
+            seen.add(call.id)
+
+    def _plan(self, name: str) -> dict[str, Any]:
+        tool = self.agent.tools.get(name)
+        if tool is None:
+            return {"unknown": True}
+        approval = tool.spec.approval
+        return {
+            "safety": tool.spec.safety.value,
+            "approval": approval.to_json() if approval is not None else None,
+        }
+
+    # --- tool calls ------------------------------------------------------------------------
+
+    async def _run_calls(self, pending: Sequence[CallState]) -> RunResult | None:
+        # Every call runs to its end: a halt or a failure in one never cancels a sibling
+        # mid-effect, so gather with return_exceptions and decide once all have finished.
+        outcomes: list[Outcome | BaseException]
+        if len(pending) == 1:  # the common case, without a task and a gather
+            try:
+                outcomes = [await self._guarded(pending[0])]
+            except Exception as exc:
+                outcomes = [exc]
+        else:
+            outcomes = await asyncio.gather(
+                *(self._guarded(c) for c in pending), return_exceptions=True
+            )
+        for outcome in outcomes:
+            if isinstance(outcome, asyncio.CancelledError):
+                raise outcome
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        halts = tuple(o for o in outcomes if isinstance(o, Halt))
+        waits = tuple(o for o in outcomes if isinstance(o, Waiting))
+        if halts:
+            await self.store.update_index(
+                self.run_id,
+                unless=R.END,  # another driver may have finished the run meanwhile
+                epoch=self.holding.epoch,
+                status="halted",
+                detail={"halts": [h.to_json() for h in halts]},
+            )
+            return self._result(RunStatus.HALTED, halts=halts, waiting=waits)
+        if waits:
+            await self.store.update_index(
+                self.run_id,
+                unless=R.END,
+                epoch=self.holding.epoch,
+                status="waiting",
+                detail={"waiting": [w.to_json() for w in waits]},
+            )
+            return self._result(RunStatus.WAITING, waiting=waits)
+        if any(isinstance(o, Cancelled) for o in outcomes):
+            return await self._end("cancelled")
+        return None
+
+    async def _guarded(self, cs: CallState) -> Outcome:
+        async with self.semaphore:
+            with tracing.tool_call(cs.call.id, cs.call.name, cs.plan, cs.call.arguments):
+                outcome = await self.calls.run(cs)
+                tracing.call_ended(outcome)
+                return outcome
+
+    # --- ending ----------------------------------------------------------------------------
+
+    async def _end(
+        self, status: str, *, output: str | None = None, error: str | None = None
+    ) -> RunResult:
+        await self.append(
+            R.END,
+            R.END,
+            {"status": status, "output": output, "error": None if error is None else clean(error)},
+            index={"status": status, "detail": None},
+        )
+        return self._ended()
+
+    def _ended(self) -> RunResult:
+        end = self.state.end
+        assert end is not None
+        payload = end.payload
+        return self._result(
+            RunStatus(payload.get("status", "failed")),
+            output=payload.get("output"),
+            error=payload.get("error"),
+        )
+
+    def _result(self, status: RunStatus, **fields: Any) -> RunResult:
+        return RunResult(
+            run_id=self.run_id,
+            status=status,
+            usage=self.state.usage,
+            turns=len(self.state.turns),
+            **fields,
+        )
