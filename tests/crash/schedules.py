@@ -230,7 +230,9 @@ def two_drivers(*, slow: bool = False) -> list[Schedule]:
                 script=SE,
                 crash="attempt.after_marker@3",
                 drivers=2,
-                slow=(("c3", 2000.0),),
+                # Long enough that the second driver, started together, still meets the first
+                # on a loaded machine (a process start there takes seconds).
+                slow=(("c3", 5000.0),),
                 expect=frozenset({HALT, "race"}),
             )
         )
