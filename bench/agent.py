@@ -30,12 +30,13 @@ import structlog
 from bench.anchors import Anchors, RawSampler, bracket, header, measure, spread
 from runtime import Agent, AssistantTurn, Journal, Safety, ToolCall, ToolContext, tool
 from runtime import agent as runtime_agent
+from runtime.functions import FunctionTool
 from runtime.journal.codec import encode
 from runtime.messages import Message, UserMessage
 from runtime.ownership import Holding, Lease
 from runtime.state import RunState
 from runtime.testing import MemoryStore, ScriptedModel
-from runtime.tools import FunctionTool, ToolSpec
+from runtime.tools import ToolSpec
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

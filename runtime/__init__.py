@@ -21,6 +21,7 @@ from runtime.errors import (
     ToolOutcomeUnknown,
     UnknownToolError,
 )
+from runtime.functions import FunctionTool, tool
 from runtime.journal import Decided, Journal, Resolution, RunPage, RunRow, Store
 from runtime.messages import AssistantTurn, Message, ToolCall, ToolResultMessage, Usage, UserMessage
 from runtime.model import Model
@@ -29,7 +30,7 @@ from runtime.records import Record
 from runtime.result import Halt, RunResult, RunStatus, Waiting
 from runtime.retry import RetryingModel, RetryPolicy
 from runtime.state import CallState, RunState
-from runtime.tools import FunctionTool, Safety, Tool, ToolContext, ToolSpec, tool
+from runtime.tools import Safety, Tool, ToolContext, ToolSpec
 from runtime.worker import Worker
 
 __version__ = "0.1.0"

@@ -28,7 +28,7 @@ from runtime.errors import (
 from runtime.journal.codec import unstorable
 from runtime.journal.journal import Journal
 from runtime.logs import get_logger
-from runtime.messages import AssistantTurn, Message, ToolResultMessage, UserMessage
+from runtime.messages import AssistantTurn
 from runtime.ownership import Holding, Owner
 from runtime.records import Appended
 from runtime.redact import clean
@@ -37,6 +37,7 @@ from runtime.state import CallState, RunState
 from runtime.tools import (
     KEY_SCHEME,
 )
+from runtime.turns import Conversation, check_turn, plan_of
 
 if TYPE_CHECKING:
     from runtime.agent import Agent
@@ -88,8 +89,7 @@ class RunDrive:
         self.calls = Calls(self)
         self.executed = 0
         self.key_scheme = KEY_SCHEME
-        self._messages: list[Message] = []
-        self._rendered = 0
+        self.conversation = Conversation()
 
     def cancelled(self) -> bool:
         """Whether a cancel request was seen (refreshed by every write of this drive)."""
@@ -301,8 +301,8 @@ class RunDrive:
             log.warning("model_failed", error=str(exc), status_code=exc.status_code)
             return await self._end("failed", error=f"model error: {exc}")
         faults.crashpoint("model.after_answer")
-        self._check_turn(turn)
-        plan = {call.id: self._plan(call.name) for call in turn.tool_calls}
+        check_turn(turn, self.state)
+        plan = {call.id: plan_of(self.agent.tools, call.name) for call in turn.tool_calls}
         recorded = turn.to_json()
         problem = unstorable(recorded, name="turn")
         if problem is not None:
@@ -338,7 +338,7 @@ class RunDrive:
         tracing.stopped(reason, remedy)
 
     async def _ask_model(self) -> AssistantTurn:
-        agent, messages = self.agent, self._conversation()
+        agent, messages = self.agent, self.conversation.messages(self.state)
         n = len(self.state.turns) + 1
         with tracing.chat(agent.model, n, agent.system_prompt, messages):
             turn = await agent._retrying_model.complete(agent.system_prompt, messages, agent.specs)
@@ -346,51 +346,6 @@ class RunDrive:
                 raise ProtocolError(f"the model returned {type(turn).__name__}, not a turn")
             tracing.answered(turn)
         return turn
-
-    def _conversation(self) -> list[Message]:
-        # Built incrementally: a new turn is asked for only when every call of the turns before
-        # has its result, so the messages of those turns never change once rendered.
-        state, messages = self.state, self._messages
-        if not messages:
-            messages.append(UserMessage(str(state.input)))
-        for turn in state.turns[self._rendered :]:
-            messages.append(turn)
-            for call in turn.tool_calls:
-                content, is_error = state.calls[call.id].message_content()
-                messages.append(ToolResultMessage(call.id, call.name, content, is_error))
-        self._rendered = len(state.turns)
-        return list(messages)
-
-    def _check_turn(self, turn: AssistantTurn) -> None:
-        seen: set[str] = set()
-        for call in turn.tool_calls:
-            if not isinstance(call.id, str) or not call.id or len(call.id) > 256:
-                raise ProtocolError(
-                    f"the model sent a tool call without a usable id ({call.id!r})",
-                    run_id=self.run_id,
-                )
-            if call.id in seen:
-                raise ProtocolError(
-                    f"the model sent call id {call.id!r} twice in one turn", run_id=self.run_id
-                )
-            if call.id in self.state.calls:
-                raise ProtocolError(
-                    f"the model reused call id {call.id!r} from an earlier turn",
-                    run_id=self.run_id,
-                )
-            if not isinstance(call.name, str):
-                raise ProtocolError("the model sent a tool call without a name")
-            seen.add(call.id)
-
-    def _plan(self, name: str) -> dict[str, Any]:
-        tool = self.agent.tools.get(name)
-        if tool is None:
-            return {"unknown": True}
-        approval = tool.spec.approval
-        return {
-            "safety": tool.spec.safety.value,
-            "approval": approval.to_json() if approval is not None else None,
-        }
 
     # --- tool calls ------------------------------------------------------------------------
 

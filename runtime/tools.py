@@ -1,4 +1,5 @@
-"""Tools: the Safety of a call, the ToolSpec describing a tool, and ``@tool`` for async functions.
+"""Tools: the Safety of a call, the ToolSpec describing a tool, the ToolContext a call gets, and
+the Tool protocol (``@tool`` makes one from an async function: ``runtime.functions``).
 
 The Safety a tool declares decides what a resume may do with a call whose result was never
 journaled; see ``docs/guarantee.md``. Everything in ``__all__`` is public, including what a tool
@@ -14,19 +15,14 @@ import hashlib
 import inspect
 import re
 import struct
-import typing
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, overload, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-import pydantic
-import pydantic_core
-
-from runtime.errors import ConfigError, ToolArgumentsError
+from runtime.errors import ConfigError
 
 __all__ = [
     "KEY_SCHEME",
-    "FunctionTool",
     "Interrupted",
     "Safety",
     "Tool",
@@ -37,7 +33,6 @@ __all__ = [
     "idempotency_key_for",
     "resumer",
     "safe_repr",
-    "tool",
     "validate_tool_name",
 ]
 
@@ -306,171 +301,3 @@ def handle_canceller(tool: object) -> Callable[..., Awaitable[Any]] | None:
     """``tool.cancel_handle`` if the tool can ask for a handle's effect to stop (``Tool``)."""
     cancel = getattr(tool, "cancel_handle", None)
     return cancel if callable(cancel) else None
-
-
-class FunctionTool:
-    """A typed async function as a Tool; made by ``@tool``. Calling it directly still works."""
-
-    def __init__(
-        self,
-        fn: Callable[..., Awaitable[Any]],
-        *,
-        name: str | None = None,
-        title: str | None = None,
-        description: str | None = None,
-        safety: Safety = Safety.SIDE_EFFECT,
-        timeout: float | None = None,
-        approval: Any = None,
-        reconcile: Any = None,
-        settle: float | None = None,
-    ):
-        if not inspect.iscoroutinefunction(fn):
-            raise ConfigError(f"@tool needs an async function, got {fn!r}")
-        self.fn = fn
-        self._context_param, self._arguments_model = _arguments_model(fn)
-        input_schema = self._arguments_model.model_json_schema()
-        input_schema.pop("title", None)
-        self._spec = ToolSpec(
-            name=name if name is not None else fn.__name__,
-            title=title,
-            description=description if description is not None else inspect.getdoc(fn) or "",
-            input_schema=input_schema,
-            output_schema=_output_schema(fn),
-            safety=safety,
-            approval=approval,
-            timeout=timeout,
-            reconcile=reconcile,
-            settle=settle,
-        )
-        self.__wrapped__ = fn
-        self.__doc__ = fn.__doc__
-        self.__name__ = fn.__name__
-
-    @property
-    def spec(self) -> ToolSpec:
-        return self._spec
-
-    async def call(self, arguments: Mapping[str, Any], context: ToolContext | None = None) -> Any:
-        try:
-            parsed = self._arguments_model.model_validate(dict(arguments))
-        except pydantic.ValidationError as exc:
-            raise ToolArgumentsError(
-                f"arguments for {self._spec.name} do not fit its schema: {_brief(exc)}"
-            ) from exc
-        kwargs = {name: getattr(parsed, name) for name in type(parsed).model_fields}
-        if self._context_param is not None:
-            kwargs[self._context_param] = context
-        value = await self.fn(**kwargs)
-        return pydantic_core.to_jsonable_python(value)
-
-    async def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.fn(*args, **kwargs)
-
-    def __repr__(self) -> str:
-        return f"<FunctionTool {self._spec.name} {self._spec.safety.value}>"
-
-
-def _brief(exc: pydantic.ValidationError) -> str:
-    parts = []
-    for err in exc.errors()[:3]:
-        where = ".".join(str(p) for p in err["loc"]) or "arguments"
-        parts.append(f"{where}: {err['msg']}")
-    return "; ".join(parts)
-
-
-def _arguments_model(
-    fn: Callable[..., Any],
-) -> tuple[str | None, type[pydantic.BaseModel]]:
-    hints = typing.get_type_hints(fn, include_extras=True)
-    fields: dict[str, Any] = {}
-    context_param = None
-    for param in inspect.signature(fn).parameters.values():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
-            raise ConfigError(
-                f"tool {fn.__name__}: parameter {param.name} must be a plain or keyword parameter"
-            )
-        annotation = hints.get(param.name, Any)
-        if _is_context(annotation):
-            context_param = param.name
-            continue
-        default = ... if param.default is param.empty else param.default
-        fields[param.name] = (annotation, default)
-    model = pydantic.create_model(
-        f"{fn.__name__}_arguments",
-        __config__=pydantic.ConfigDict(extra="forbid", strict=False),
-        **fields,
-    )
-    return context_param, model
-
-
-def _is_context(annotation: Any) -> bool:
-    if annotation is ToolContext:
-        return True
-    return any(arg is ToolContext for arg in typing.get_args(annotation))
-
-
-def _output_schema(fn: Callable[..., Any]) -> dict[str, Any] | None:
-    returns = typing.get_type_hints(fn).get("return")
-    if returns is None or returns is Any or returns is type(None):
-        return None
-    try:
-        schema = pydantic.TypeAdapter(returns).json_schema()
-    except pydantic.PydanticUserError:
-        return None
-    return schema if schema.get("type") == "object" else None
-
-
-@overload
-def tool(fn: Callable[..., Awaitable[Any]], /) -> FunctionTool: ...
-
-
-@overload
-def tool(
-    *,
-    name: str | None = None,
-    title: str | None = None,
-    description: str | None = None,
-    safety: Safety = Safety.SIDE_EFFECT,
-    timeout: float | None = None,
-    approval: Any = None,
-    reconcile: Any = None,
-    settle: float | None = None,
-) -> Callable[[Callable[..., Awaitable[Any]]], FunctionTool]: ...
-
-
-def tool(
-    fn: Callable[..., Awaitable[Any]] | None = None,
-    /,
-    *,
-    name: str | None = None,
-    title: str | None = None,
-    description: str | None = None,
-    safety: Safety = Safety.SIDE_EFFECT,
-    timeout: float | None = None,
-    approval: Any = None,
-    reconcile: Any = None,
-    settle: float | None = None,
-) -> FunctionTool | Callable[[Callable[..., Awaitable[Any]]], FunctionTool]:
-    """Turn a typed async function into a Tool: ``@tool`` or ``@tool(safety=Safety.READ_ONLY)``.
-
-    The input schema comes from the signature (through pydantic), the description from the
-    docstring. A parameter annotated ``ToolContext`` receives the call's run id, call id and
-    idempotency key. Without ``safety=`` the tool is a SIDE_EFFECT: it runs at most once.
-    ``reconcile=`` names a function that looks its effect up, to settle its halts by itself
-    (``runtime.reconcile``); ``settle=`` the seconds an *absent* must wait.
-    """
-
-    def wrap(f: Callable[..., Awaitable[Any]]) -> FunctionTool:
-        return FunctionTool(
-            f,
-            name=name,
-            title=title,
-            description=description,
-            safety=safety,
-            timeout=timeout,
-            approval=approval,
-            reconcile=reconcile,
-            settle=settle,
-        )
-
-    return wrap(fn) if fn is not None else wrap

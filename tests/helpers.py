@@ -8,8 +8,8 @@ from typing import Any
 
 from runtime import Safety, ToolContext, ToolError, ToolOutcomeUnknown, tool
 from runtime.errors import StorageError
+from runtime.functions import FunctionTool
 from runtime.journal import Journal, Store
-from runtime.tools import FunctionTool
 
 
 @dataclass

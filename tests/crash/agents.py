@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from runtime import Agent, AssistantTurn, Safety, Tool, ToolContext, ToolSpec, UserMessage, faults
+from runtime.functions import FunctionTool, tool
 from runtime.messages import Message
 from runtime.reconcile import Absent, Attempt, Found, Reconciler, Unknown
 from runtime.testing import ScriptedModel
-from runtime.tools import FunctionTool, tool
 from tests.crash.ledger import Ledger, now_ms
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -31,7 +31,8 @@ from runtime import (
     ToolError,
     ToolOutcomeUnknown,
 )
-from runtime.tools import enforces_timeout, tool
+from runtime.functions import tool
+from runtime.tools import enforces_timeout
 from tests.adapters.mcp.kit import OBJECT, Scripted, text
 
 
