@@ -210,38 +210,42 @@ def uncounted(state: RunState, call: CallState) -> dict[int, str]:
     turn recorded for the call.
     """
     records = sorted(call.decisions, key=lambda r: r.seq)
-    policy_json = call.plan.get("approval")
-    if not isinstance(policy_json, Mapping):
-        return {r.seq: "the call has no approval gate" for r in records}
-    try:
-        policy = ApprovalPolicy.from_json(policy_json)
-    except ConfigError:
-        return {r.seq: "the gate's recorded policy cannot be read" for r in records}
-    _, reasons = judge(
-        policy,
-        call.decisions_made(),
-        run_id=state.run_id,
-        call_id=call.call.id,
-        tool=call.call.name,
-        arguments=call.call.arguments,
-    )
+    policy = _recorded_policy(call)
+    if policy is None:
+        why = (
+            "the call has no approval gate"
+            if not isinstance(call.plan.get("approval"), Mapping)
+            else "the gate's recorded policy cannot be read"
+        )
+        return {r.seq: why for r in records}
+    _, reasons = judge(policy, call.decisions_made(), **_subject(state, call))
     return {r.seq: why for r, why in zip(records, reasons, strict=True) if why is not None}
 
 
 def _tally(state: RunState, call: CallState) -> Mapping[str, Any] | None:
     """The gate's running tally, under the policy the turn recorded for the call."""
+    policy = _recorded_policy(call)
+    if policy is None:
+        return None
+    return tally(policy, call.decisions_made(), **_subject(state, call)).to_json()
+
+
+def _recorded_policy(call: CallState) -> ApprovalPolicy | None:
+    """The approval policy the turn journaled for ``call``; None if none, or unreadable."""
     policy_json = call.plan.get("approval")
     if not isinstance(policy_json, Mapping):
         return None
     try:
-        policy = ApprovalPolicy.from_json(policy_json)
+        return ApprovalPolicy.from_json(policy_json)
     except ConfigError:
         return None
-    return tally(
-        policy,
-        call.decisions_made(),
-        run_id=state.run_id,
-        call_id=call.call.id,
-        tool=call.call.name,
-        arguments=call.call.arguments,
-    ).to_json()
+
+
+def _subject(state: RunState, call: CallState) -> dict[str, Any]:
+    """What a decision on ``call`` is judged against (``approval.judge`` and ``tally``)."""
+    return {
+        "run_id": state.run_id,
+        "call_id": call.call.id,
+        "tool": call.call.name,
+        "arguments": call.call.arguments,
+    }
