@@ -49,6 +49,7 @@ __all__ = [
     "TALLY",
     "TURN",
     "Appended",
+    "Entry",
     "Handle",
     "Outcome",
     "Record",
@@ -202,6 +203,15 @@ class Record:
 
 
 @dataclass(frozen=True, slots=True)
+class Entry:
+    """A record to be written: the store gives it its ``seq`` and time when it commits."""
+
+    key: str
+    kind: str
+    payload: Any
+
+
+@dataclass(frozen=True, slots=True)
 class Appended:
     """What an append did: whether this caller's record won, and the record that is there."""
 
@@ -212,3 +222,6 @@ class Appended:
     """Whether a record under the append's ``watch`` key existed when it committed."""
     refused_by: str | None = None
     """The ``unless`` key whose record refused the append, if one did."""
+    before: tuple[Record, ...] = ()
+    """The records the append was given to write first (``Store.append(before=)``), as
+    committed with it; empty when it was refused."""

@@ -12,12 +12,12 @@ from typing import Any
 
 from runtime.errors import ConfigError, FormatError, StorageError
 from runtime.journal.codec import encode
-from runtime.journal.protocol import RunPage, RunRow
+from runtime.journal.protocol import RunPage, RunRow, written_ahead
 from runtime.journal.schema import FORMAT_VERSION
 from runtime.journal.sqlite.leases import LeaseOp, LeaseRow, decide
 from runtime.messages import AssistantTurn, Message, ToolCall, Usage
 from runtime.ownership import Lease, Owner, busy, lease_from_row, lost
-from runtime.records import Appended, Record
+from runtime.records import Appended, Entry, Record
 from runtime.tools import ToolSpec
 
 __all__ = ["MemoryStore", "ScriptedModel"]
@@ -114,7 +114,6 @@ class MemoryStore:
 
     def _put(self, run_id: str, key: str, kind: str, payload: Any) -> Record:
         self._seq += 1
-        self.commits += 1
         if self._check:
             payload = json.loads(encode(payload))
         record = Record(self._seq, run_id, key, kind, payload, _now_ms())
@@ -133,6 +132,7 @@ class MemoryStore:
         if run_id in self._runs:
             return False
         self._runs[run_id] = {}
+        self.commits += 1
         header = self._put(run_id, "header", "header", {"format": FORMAT_VERSION})
         ms = header.created_ms
         self._rows[run_id] = RunRow(run_id, FORMAT_VERSION, "running", agent, 0, ms, ms, None)
@@ -149,6 +149,7 @@ class MemoryStore:
         watch: str | None = None,
         index: Mapping[str, Any] | None = None,
         epoch: int | None = None,
+        before: Sequence[Entry] = (),
     ) -> Appended:
         self._fence(run_id, epoch)
         run = self._runs.get(run_id)
@@ -161,10 +162,21 @@ class MemoryStore:
             return Appended(False, None, watched, refused)
         record = run.get(key)
         won = record is None
+        if before:
+            taken = next((e.key for e in before if e.key in run), None)
+            if taken is not None or not won:
+                raise written_ahead(run_id, key, taken or key)
+            if self._check:
+                for e in before:
+                    encode(e.payload)  # refused as SQLite would, before anything is kept
+                encode(payload)
+        if before or record is None:
+            self.commits += 1
+        ahead = tuple(self._put(run_id, e.key, e.kind, e.payload) for e in before)
         if record is None:
             record = self._put(run_id, key, kind, payload)
         self._index(run_id, dict(index or {}))
-        return Appended(won, self._copy(record) if not won else record, watched)
+        return Appended(won, self._copy(record) if not won else record, watched, before=ahead)
 
     def _index(self, run_id: str, fields: dict[str, Any]) -> None:
         row = self._rows[run_id]

@@ -6,11 +6,12 @@ from runtime.journal.postgres import PostgresStore
 from runtime.journal.protocol import RunPage, RunRow, Store
 from runtime.journal.resolution import Decided, Resolution
 from runtime.journal.sqlite.store import SQLiteStore
-from runtime.records import Appended, Record
+from runtime.records import Appended, Entry, Record
 
 __all__ = [
     "Appended",
     "Decided",
+    "Entry",
     "Journal",
     "PostgresStore",
     "Record",

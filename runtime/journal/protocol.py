@@ -7,25 +7,27 @@ and for users' tests). Give a Journal any store with ``Journal(store=...)``.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from runtime.errors import ConfigError, StorageError
-from runtime.journal.codec import encode
+from runtime.journal.codec import decode, encode
 from runtime.journal.schema import INDEX_COLUMNS
 from runtime.ownership import Lease, Owner
-from runtime.records import Appended, Record
+from runtime.records import Appended, Entry, Record
 
 __all__ = [
     "RunPage",
     "RunRow",
     "Store",
     "Wakeups",
+    "appended",
     "check_run_id",
     "index_fields",
     "parse_cursor",
     "ttl_ms",
+    "written_ahead",
 ]
 
 
@@ -65,6 +67,11 @@ class Store(Protocol):
       says which); ``watch`` names a key whose presence is reported back; ``index`` updates the
       run's listing row in the same transaction. A caller is answered only after its record is
       durably committed.
+    - ``append(before=entries)`` writes those records first, in order, in the same
+      transaction: all of them and the record, or nothing. A guard refuses them all; a key of
+      them, or the record's own, that exists already fails the append with ``StorageError``
+      (a drive writes ahead only keys that are its own to write). ``Appended.before`` holds
+      them as committed.
     - ``seq`` orders records by commit across the whole store.
     - Nothing is ever updated or deleted; the listing index is derived.
 
@@ -114,6 +121,7 @@ class Store(Protocol):
         watch: str | None = None,
         index: Mapping[str, Any] | None = None,
         epoch: int | None = None,
+        before: Sequence[Entry] = (),
     ) -> Appended: ...
 
     async def update_index(
@@ -202,3 +210,33 @@ def ttl_ms(ttl: float) -> int:
     if not ttl > 0:
         raise ConfigError(f"a lease's ttl is a positive number of seconds, not {ttl!r}")
     return max(1, round(ttl * 1000))
+
+
+def written_ahead(run_id: str, key: str, taken: str) -> StorageError:
+    """The failure of an append whose record or one written ahead with it (``taken``) is in
+    the journal already."""
+    return StorageError(
+        f"run {run_id!r}: {taken!r}, written ahead with {key!r}, is in the journal already: "
+        "another writer drove this run; nothing of this append was committed",
+        run_id=run_id,
+    )
+
+
+def appended(
+    outcome: tuple[Any, ...], run_id: str, key: str, payload: Any, before: Sequence[Entry]
+) -> Appended:
+    """An append's result from a batch's outcome: ``(won, watched, seq, kind, codec, text,
+    created_ms)``, or ``(False, watched, guard)`` when the record under ``guard`` refused it.
+    The records written ahead took the seqs just before the record's own."""
+    if len(outcome) == 3:
+        return Appended(False, None, outcome[1], outcome[2])
+    won, watched, seq, kind, codec, text, created_ms = outcome
+    value = payload if won else decode(codec, text, run_id=run_id, key=key)
+    first = seq - len(before)
+    ahead = tuple(
+        Record(first + i, run_id, e.key, e.kind, e.payload, created_ms, codec)
+        for i, e in enumerate(before)
+    )
+    return Appended(
+        won, Record(seq, run_id, key, kind, value, created_ms, codec), watched, before=ahead
+    )

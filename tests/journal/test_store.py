@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from runtime.errors import ConfigError, FormatError, StorageError
-from runtime.journal import SQLiteStore, Store
+from runtime.journal import Entry, SQLiteStore, Store
 from runtime.journal.postgres import PostgresStore
 from runtime.testing import MemoryStore
 
@@ -101,6 +101,52 @@ async def test_unless_guard_refuses_the_insert_when_its_key_exists(store: Store)
     assert free.won and free.record is not None
     assert not blocked.won and blocked.record is None
     assert await store.get("r", "b") is None
+
+
+async def test_records_written_ahead_commit_first_in_one_transaction(store: Store) -> None:
+    await store.create_run("r")
+    commits = store.commits
+    ahead = [Entry("turn/1", "turn", {"n": 1}), Entry("note", "note", [1, 2])]
+    appended = await store.append("r", "result/c1/1", "result", {"v": 3}, before=ahead)
+    assert store.commits == commits + 1
+    assert appended.won and appended.record is not None
+    assert [(r.key, r.kind, r.payload) for r in appended.before] == [
+        ("turn/1", "turn", {"n": 1}),
+        ("note", "note", [1, 2]),
+    ]
+    records = await store.load("r")
+    assert [r.key for r in records] == ["header", "turn/1", "note", "result/c1/1"]
+    assert records[1:] == [*appended.before, appended.record]
+    assert [r.seq for r in records[1:]] == list(range(records[1].seq, records[1].seq + 3))
+
+
+async def test_a_guard_refuses_the_records_written_ahead_too(store: Store) -> None:
+    await store.create_run("r")
+    await store.append("r", "cancel", "cancel", {})
+    refused = await store.append(
+        "r", "attempt/c1/1", "attempt", {}, unless="cancel", before=[Entry("turn/1", "turn", {})]
+    )
+    assert refused.record is None and refused.before == () and refused.refused_by == "cancel"
+    assert [r.key for r in await store.load("r")] == ["header", "cancel"]
+
+
+@pytest.mark.parametrize("taken", ["turn/1", "result/c1/1"])
+async def test_an_append_whose_records_written_ahead_exist_fails_and_writes_nothing(
+    store: Store, taken: str
+) -> None:
+    """Of two writers of one key, the loser learns the winner; a writer whose records written
+    ahead meet another writer's is told so, and none of them is written: its turn and its result
+    would not belong together."""
+    await store.create_run("r")
+    await store.append("r", taken, "turn", {"by": "another"})
+    with pytest.raises(StorageError, match="written ahead"):
+        await store.append(
+            "r", "result/c1/1", "result", {}, before=[Entry("turn/1", "turn", {"by": "me"})]
+        )
+    assert [(r.key, r.payload) for r in await store.load("r")] == [
+        ("header", {"format": 1}),
+        (taken, {"by": "another"}),
+    ]
 
 
 async def test_watch_reports_a_key_present_at_commit(store: Store) -> None:

@@ -20,6 +20,7 @@ from runtime.errors import FormatError, LeaseLost, StorageError
 from runtime.journal import schema
 from runtime.journal.postgres import leases as L
 from runtime.journal.postgres.connect import NOW_MS, READY_CHANNEL, READY_STATUSES, WRITE_LOCK
+from runtime.journal.protocol import written_ahead
 from runtime.journal.sqlite.setup import check_format
 
 if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal opens
@@ -101,6 +102,8 @@ class AppendOp:
     index: dict[str, Any] | None = None
     epoch: int | None = None
     """Refused with ``LeaseLost`` unless the run's lease has this epoch (when given)."""
+    before: tuple[tuple[str, str, str], ...] = ()
+    """Records (key, kind, payload text) to insert first, all of them and this one or none."""
 
 
 @dataclass(slots=True)
@@ -217,6 +220,8 @@ async def apply(
                 wanted[run_id, op.watch] = None
             if op.check_header:
                 wanted[run_id, "header"] = None
+            for entry in op.before:
+                wanted[run_id, entry[0]] = None
         elif type(op) is CreateOp:
             wanted[run_id, "header"] = None
         elif type(op) is IndexOp and op.unless is not None:
@@ -265,6 +270,15 @@ async def apply(
             k = (run_id, op.key)
             record = present.get(k)
             won = record is None
+            if op.before:
+                taken = next((e[0] for e in op.before if (run_id, e[0]) in present), None)
+                if taken is not None or not won:
+                    outcomes.append(Failed(written_ahead(run_id, op.key, taken or op.key)))
+                    continue
+                for key, kind, payload in op.before:
+                    seq += 1
+                    present[run_id, key] = (seq, kind, op.codec, payload, now)
+                    inserts.append((seq, run_id, key, kind, op.codec, payload, now))
             if record is None:
                 seq += 1
                 record = present[k] = (seq, op.kind, op.codec, op.payload, now)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import sqlalchemy as sa
@@ -40,6 +40,7 @@ from runtime.journal.postgres.writer import Writer
 from runtime.journal.protocol import (
     RunPage,
     RunRow,
+    appended,
     check_run_id,
     index_fields,
     parse_cursor,
@@ -47,7 +48,7 @@ from runtime.journal.protocol import (
 )
 from runtime.journal.sqlite.setup import check_format
 from runtime.ownership import Lease, Owner, busy, lost
-from runtime.records import CODEC, Appended, Record
+from runtime.records import CODEC, Appended, Entry, Record
 
 if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal opens
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -183,9 +184,10 @@ class PostgresStore:
         watch: str | None = None,
         index: Mapping[str, Any] | None = None,
         epoch: int | None = None,
+        before: Sequence[Entry] = (),
     ) -> Appended:
         """Insert ``payload`` under ``key`` unless the key exists; return the winner (the
-        contract is ``Store.append``'s)."""
+        contract is ``Store.append``'s, ``before`` included)."""
         op = AppendOp(
             run_id,
             key,
@@ -197,14 +199,11 @@ class PostgresStore:
             check_header=run_id not in self._verified,
             index=index_fields(index) if index else None,
             epoch=epoch,
+            before=tuple((e.key, e.kind, encode(e.payload)) for e in before),
         )
         outcome = await self._submit(op)
         self._verified.add(run_id)
-        if len(outcome) == 3:
-            return Appended(False, None, outcome[1], outcome[2])
-        won, watched, seq, kind_, codec, text, created_ms = outcome
-        value = payload if won else decode(codec, text, run_id=run_id, key=key)
-        return Appended(won, Record(seq, run_id, key, kind_, value, created_ms, codec), watched)
+        return appended(outcome, run_id, key, payload, before)
 
     async def update_index(
         self, run_id: str, *, unless: str | None = None, epoch: int | None = None, **fields: Any

@@ -236,7 +236,9 @@ class Writer:
 
 def _records(ops: list[Op]) -> int:
     """How many records a batch appends (what the crash points count)."""
-    return sum(isinstance(op, AppendOp | CreateOp) for op in ops)
+    return sum(
+        1 + len(op.before) if isinstance(op, AppendOp) else isinstance(op, CreateOp) for op in ops
+    )
 
 
 def _fail_all(batch: list[_Item], error: BaseException) -> None:

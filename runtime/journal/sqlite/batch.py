@@ -16,6 +16,7 @@ from typing import Any
 
 from runtime.errors import FormatError, LeaseLost, StorageError
 from runtime.journal import schema
+from runtime.journal.protocol import written_ahead
 from runtime.journal.sqlite.leases import LeaseOp, LeaseRow, decide, read_leases, write_leases
 from runtime.journal.sqlite.setup import check_format
 from runtime.ownership import Owner
@@ -128,6 +129,8 @@ class AppendOp:
     index: dict[str, Any] | None = None
     epoch: int | None = None
     """Refuse the append (``LeaseLost``) unless the run's lease has this epoch."""
+    before: tuple[tuple[str, str, str], ...] = ()
+    """Records (key, kind, payload text) to insert first, all of them and this one or none."""
 
 
 @dataclass(slots=True)
@@ -207,6 +210,8 @@ def apply(conn: sqlite3.Connection, ops: list[Op], now: int, limit: int) -> list
                 wanted[run_id, op.watch] = None
             if op.check_header:
                 wanted[run_id, "header"] = None
+            for entry in op.before:
+                wanted[run_id, entry[0]] = None
         elif type(op) is CreateOp:
             wanted[op.run_id, "header"] = None
         elif type(op) is IndexOp and op.unless is not None:
@@ -254,6 +259,15 @@ def apply(conn: sqlite3.Connection, ops: list[Op], now: int, limit: int) -> list
             k = (run_id, op.key)
             record = present.get(k)
             won = record is None
+            if op.before:
+                taken = next((e[0] for e in op.before if (run_id, e[0]) in present), None)
+                if taken is not None or not won:
+                    outcome(Failed(written_ahead(run_id, op.key, taken or op.key)))
+                    continue
+                for key, kind, payload in op.before:
+                    seq += 1
+                    present[run_id, key] = (seq, kind, op.codec, payload, now)
+                    inserts += (seq, run_id, key, kind, op.codec, payload, now)
             if record is None:
                 seq += 1
                 key, kind, codec, payload = op.key, op.kind, op.codec, op.payload

@@ -13,7 +13,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Self
 
 import sqlalchemy as sa
@@ -26,6 +26,7 @@ from runtime.journal.migrate import ensure_schema, sqlite_path
 from runtime.journal.protocol import (
     RunPage,
     RunRow,
+    appended,
     check_run_id,
     index_fields,
     parse_cursor,
@@ -35,7 +36,7 @@ from runtime.journal.sqlite.batch import AppendOp, CreateOp, IndexOp, LeaseOp
 from runtime.journal.sqlite.setup import BUSY_TIMEOUT_MS, Readers, check_format
 from runtime.journal.sqlite.writer import Writer
 from runtime.ownership import Lease, Owner, busy, lease_from_row, lost
-from runtime.records import CODEC, Appended, Record
+from runtime.records import CODEC, Appended, Entry, Record
 
 __all__ = ["SQLiteStore"]
 
@@ -215,6 +216,7 @@ class SQLiteStore:
         watch: str | None = None,
         index: Mapping[str, Any] | None = None,
         epoch: int | None = None,
+        before: Sequence[Entry] = (),
     ) -> Appended:
         """Insert ``payload`` under ``key`` unless the key exists; return the winner.
 
@@ -222,7 +224,8 @@ class SQLiteStore:
         names keys whose presence refuses the insert (checked in the same transaction);
         ``watch`` names a key whose presence is reported back; ``index`` updates the run's row
         in the derived index in the same transaction. Given ``epoch``, the append is refused
-        with ``LeaseLost`` unless the run's lease still has that epoch.
+        with ``LeaseLost`` unless the run's lease still has that epoch. ``before`` records are
+        written first in the same transaction, all or none (``Store.append``).
         """
         op = AppendOp(
             run_id,
@@ -235,14 +238,11 @@ class SQLiteStore:
             check_header=run_id not in self._verified,
             index=index_fields(index) if index else None,
             epoch=epoch,
+            before=tuple((e.key, e.kind, encode(e.payload)) for e in before),
         )
         outcome = await self._writer.submit(op)
         self._verified.add(run_id)
-        if len(outcome) == 3:
-            return Appended(False, None, outcome[1], outcome[2])
-        won, watched, seq, kind_, codec, text, created_ms = outcome
-        value = payload if won else decode(codec, text, run_id=run_id, key=key)
-        return Appended(won, Record(seq, run_id, key, kind_, value, created_ms, codec), watched)
+        return appended(outcome, run_id, key, payload, before)
 
     async def update_index(
         self, run_id: str, *, unless: str | None = None, epoch: int | None = None, **fields: Any

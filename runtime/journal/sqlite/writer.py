@@ -15,7 +15,7 @@ from typing import Any
 
 from runtime import faults
 from runtime.errors import StorageError
-from runtime.journal.sqlite.batch import Failed, IndexOp, LeaseOp, Op, apply
+from runtime.journal.sqlite.batch import AppendOp, CreateOp, Failed, Op, apply
 from runtime.journal.sqlite.setup import BUSY_TIMEOUT_MS, configure, file_identity, storage_error
 from runtime.logs import get_logger
 
@@ -176,7 +176,9 @@ class Writer:
         self, conn: sqlite3.Connection, batch: list[tuple[Op, asyncio.Future[Any]]]
     ) -> None:
         ops = [op for op, _ in batch]
-        records = sum(type(op) is not IndexOp and type(op) is not LeaseOp for op in ops)
+        records = sum(
+            1 + len(op.before) if type(op) is AppendOp else type(op) is CreateOp for op in ops
+        )
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
