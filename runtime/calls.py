@@ -209,6 +209,11 @@ class Calls:
 
     async def _retry_safe(self, cs: CallState, k: int, tool: Tool, context: ToolContext) -> Outcome:
         call, safety = cs.call, context.safety
+        if safety is not Safety.READ_ONLY:
+            # Its idempotency key is its call's: the turn naming the call must be durable
+            # before the effect, or a crash would let the model name it anew, with a new key.
+            # A READ_ONLY call runs at once: its turn commits with its result.
+            await self.drive.flush()
         attempt = 0
         while True:
             attempt += 1

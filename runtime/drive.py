@@ -95,4 +95,11 @@ class Drive(Protocol):
         *,
         unless: str | None = None,
         after_end: bool = False,
-    ) -> Appended: ...
+    ) -> Appended:
+        """Append a record; it commits with whatever the drive wrote ahead (its turn)."""
+        ...
+
+    async def flush(self) -> None:
+        """Commit what the drive wrote ahead (its turn), before a call that is not READ_ONLY
+        acts without a record of its own first."""
+        ...

@@ -17,13 +17,14 @@ __all__ = ["POINTS", "arm", "arm_from_environment", "crashpoint"]
 
 POINTS = (
     "model.after_answer",  # the model answered; its turn is not recorded yet
-    "turn.after_record",  # the turn is committed
+    "turn.before_record",  # the turn, written ahead, is about to commit with the next record
+    "turn.after_record",  # the turn is committed (alone, or with a result, marker or end)
     "attempt.before_marker",  # about to write a side effect's attempt marker
     "attempt.after_marker",  # the marker is committed; the call has not left
     "tool.after_effect",  # inside a test tool, right after its effect (armed by test tools)
     "tool.after_call",  # the call returned; its result is not recorded yet
     "result.after_record",  # the result is committed
-    "end.before_marker",  # the final answer is recorded; the end marker is not
+    "end.before_marker",  # the final answer is in hand; it commits with the end marker
     "writer.after_commit",  # the group-commit writer committed a batch; callers not told yet
     "resolve.before_record",  # a halt resolution is about to be written
     "write.before_commit",  # the K-th record write, before its transaction commits

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -30,7 +31,7 @@ from runtime.journal.journal import Journal
 from runtime.logs import get_logger
 from runtime.messages import AssistantTurn
 from runtime.ownership import Holding, Owner
-from runtime.records import Appended
+from runtime.records import Appended, Entry, Record
 from runtime.redact import clean
 from runtime.result import Halt, RunResult, RunStatus, Waiting
 from runtime.state import CallState, RunState
@@ -43,6 +44,17 @@ if TYPE_CHECKING:
     from runtime.agent import Agent
 
 __all__ = ["RunDrive"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    """A record on its way to the journal: its guards and index update go with it."""
+
+    record: Record
+    """As folded into the drive's state; ``seq`` 0 until it commits."""
+    guards: tuple[str, ...]
+    index: Mapping[str, Any] | None
+
 
 log = get_logger("runtime.agent")  # the logger name operators filter drives by
 
@@ -90,6 +102,10 @@ class RunDrive:
         self.executed = 0
         self.key_scheme = KEY_SCHEME
         self.conversation = Conversation()
+        self.ahead: list[_Pending] = []
+        """Records written ahead (``write_ahead``), in order, not yet committed."""
+        self._committing: asyncio.Future[None] | None = None
+        """Set while an append commits records written ahead: the drive's other appends wait."""
 
     def cancelled(self) -> bool:
         """Whether a cancel request was seen (refreshed by every write of this drive)."""
@@ -145,12 +161,13 @@ class RunDrive:
             return self._ended()
 
     async def _steps(self) -> RunResult:
-        state = self.state
         while True:
+            state = self.state  # a commit refused with records written ahead reloads it
             if state.end is not None:
                 return self._ended()
             if self.yielding is not None and self.yielding.is_set():
-                log.info("drive_yielded", turns=len(state.turns))
+                await self.flush()
+                log.info("drive_yielded", turns=len(self.state.turns))
                 return self._result(RunStatus.RUNNING)
             if self.cancelled() or state.cancel is not None:
                 await self.calls.cancel_handles(state.pending_calls())  # e.g. open MCP tasks
@@ -235,6 +252,8 @@ class RunDrive:
             )
         return created
 
+    # --- the journal: appends, and records written ahead ----------------------------------
+
     async def append(
         self,
         key: str,
@@ -245,37 +264,134 @@ class RunDrive:
         index: Mapping[str, Any] | None = None,
         after_end: bool = False,
     ) -> Appended:
+        """Append one record, committing first, in the same transaction, whatever this drive
+        wrote ahead (its latest turn): all of them or none."""
+        while self._committing is not None:  # another call is committing what was ahead
+            await self._committing
+        call_id = payload.get("call_id") if isinstance(payload, dict) else None
+        if isinstance(call_id, str) and call_id not in self.state.calls:
+            # The call's turn was written ahead and refused: nothing of the call is kept.
+            log.warning("record_not_written", key=key, reason="its turn was never recorded")
+            return Appended(False, None)
+        return await self._commit(self._entry(key, kind, payload, unless, index, after_end))
+
+    def write_ahead(
+        self,
+        key: str,
+        kind: str,
+        payload: Any,
+        *,
+        unless: str | None = None,
+        index: Mapping[str, Any] | None = None,
+    ) -> Record:
+        """Fold a record into the run now and commit it with this drive's next append (or
+        ``flush``): a turn whose calls are READ_ONLY thus shares the commit of their results,
+        a side effect's marker that of its turn, and a final answer that of the end. Until
+        then nothing of it is in the journal: a crash forgets it, so the next drive asks the
+        model again (``docs/guarantee.md``)."""
+        ahead = self._entry(key, kind, payload, unless, index, after_end=False)
+        self.ahead.append(ahead)
+        self.state.add_ahead(ahead.record)
+        return ahead.record
+
+    async def flush(self) -> None:
+        """Commit what this drive wrote ahead, if anything: before a tool that is not
+        READ_ONLY runs, and before the drive pauses or stops."""
+        while self._committing is not None:
+            await self._committing
+        if self.ahead:
+            await self._commit(self.ahead.pop(), own=True)
+
+    def _entry(
+        self,
+        key: str,
+        kind: str,
+        payload: Any,
+        unless: str | None,
+        index: Mapping[str, Any] | None,
+        after_end: bool,
+    ) -> _Pending:
         # Nothing is appended to a run after its end (another driver may have ended it), but
         # for the end itself and the evidence kept when a result arrives too late.
         guards: tuple[str, ...] = () if after_end or key == R.END else (R.END,)
         if unless is not None:
             guards += (unless,)
         self.holding.check()
-        epoch = self.holding.epoch
         if isinstance(payload, dict):
             # Which lease wrote it: the records alone show that no two owners drove at once.
-            payload = {**payload, "epoch": epoch}
-        appended = await self.store.append(
-            self.run_id,
-            key,
-            kind,
-            payload,
-            unless=guards or None,
-            watch=R.CANCEL,
-            index=index,
-            epoch=epoch,
-        )
+            payload = {**payload, "epoch": self.holding.epoch}
+        return _Pending(Record(0, self.run_id, key, kind, payload, 0), guards, index)
+
+    async def _commit(self, entry: _Pending, *, own: bool = False) -> Appended:
+        """Commit ``entry`` after the records written ahead; ``own`` if it was one of them."""
+        ahead, self.ahead = self.ahead, []
+        if not ahead and not own:
+            appended = await self._write(entry, ())
+        else:
+            committing = self._committing = asyncio.get_running_loop().create_future()
+            try:
+                faults.crashpoint("turn.before_record")
+                try:
+                    appended = await self._write(entry, ahead)
+                except BaseException:
+                    # Nothing of it was committed: the next append carries it again.
+                    self.ahead = [*ahead, *([entry] if own else []), *self.ahead]
+                    raise
+                if appended.record is None:
+                    # Refused (a cancel, or the end): what was written ahead is not recorded.
+                    await self._reload()
+                else:
+                    for pending, record in zip(ahead, appended.before, strict=True):
+                        self.state.committed(pending.record, record)
+                    if own:
+                        self.state.committed(entry.record, appended.record)
+                    self._recorded([*ahead, *([entry] if own else [])])
+            finally:
+                self._committing = None
+                committing.set_result(None)
         if appended.refused_by == R.END:
             end = await self.store.get(self.run_id, R.END)
             if end is None:  # pragma: no cover - the guard saw it in the same transaction
                 raise StorageError(f"run {self.run_id!r}: its end record vanished")
             self.state.add(end)
-            raise RunEnded(key)
+            raise RunEnded(entry.record.key)
         if appended.watched:
             self.cancel_requested = True
-        if appended.record is not None:
+        if appended.record is not None and not own:
             self.state.add(appended.record)
         return appended
+
+    async def _write(self, entry: _Pending, ahead: Sequence[_Pending]) -> Appended:
+        guards = entry.guards
+        index = dict(entry.index) if entry.index else None
+        for pending in ahead:
+            guards += tuple(g for g in pending.guards if g not in guards)
+            if pending.index:
+                index = {**pending.index, **(index or {})}
+        record = entry.record
+        return await self.store.append(
+            self.run_id,
+            record.key,
+            record.kind,
+            record.payload,
+            unless=guards or None,
+            watch=R.CANCEL,
+            index=index,
+            epoch=self.holding.epoch,
+            before=[Entry(p.record.key, p.record.kind, p.record.payload) for p in ahead],
+        )
+
+    def _recorded(self, committed: Sequence[_Pending]) -> None:
+        for pending in committed:
+            if pending.record.kind == R.TURN:
+                turn = pending.record.payload
+                faults.crashpoint("turn.after_record")
+                log.info("turn_recorded", n=turn["n"], tool_calls=len(turn["turn"]["tool_calls"]))
+
+    async def _reload(self) -> None:
+        """Fold the run again from the journal (records written ahead were refused)."""
+        self.state = RunState.fold(self.run_id, await self.store.load(self.run_id))
+        self.conversation = Conversation()
 
     # --- model turns -----------------------------------------------------------------------
 
@@ -311,18 +427,15 @@ class RunDrive:
                 "nothing was recorded, and a resume asks the model again",
                 run_id=self.run_id,
             )
-        appended = await self.append(
+        # Committed with the first record that must be durable: a READ_ONLY call's result (it
+        # ran meanwhile), a side effect's marker, the end; or alone before anything else acts.
+        self.write_ahead(
             R.turn_key(n),
             R.TURN,
             {"n": n, "turn": recorded, "plan": plan},
             unless=R.CANCEL,
             index={"turns": n, "status": "running"},
         )
-        if appended.record is None:
-            self.cancel_requested = True
-            return None
-        faults.crashpoint("turn.after_record")
-        log.info("turn_recorded", n=n, tool_calls=len(turn.tool_calls), won=appended.won)
         return None
 
     async def _stop(self, reason: str, message: str, remedy: str) -> None:
@@ -370,6 +483,10 @@ class RunDrive:
                 raise outcome
         halts = tuple(o for o in outcomes if isinstance(o, Halt))
         waits = tuple(o for o in outcomes if isinstance(o, Waiting))
+        if waits:
+            await self.flush()  # a gate that waits wrote nothing: the turn commits on its own
+            if self.cancelled():  # refused by a cancel: the turn was never recorded
+                return None
         if halts:
             await self.store.update_index(
                 self.run_id,

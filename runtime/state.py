@@ -172,6 +172,23 @@ class RunState:
         if record.seq in self._seen:
             return
         self._seen.add(record.seq)
+        self._fold(record)
+
+    def add_ahead(self, record: Record) -> None:
+        """Fold a record its drive wrote ahead: not committed yet (its ``seq`` is 0), it
+        commits with the drive's next append, and ``committed`` then gives its place."""
+        self._fold(record)
+
+    def committed(self, ahead: Record, record: Record) -> None:
+        """``ahead``, folded by ``add_ahead``, is committed as ``record``."""
+        for i in range(len(self.records) - 1, -1, -1):
+            if self.records[i] is ahead:
+                self.records[i] = record
+                self._seen.add(record.seq)
+                return
+        raise ValueError(f"record {ahead.key!r} was not written ahead in run {self.run_id}")
+
+    def _fold(self, record: Record) -> None:
         self.records.append(record)
         kind, payload = record.kind, record.payload
         if kind == R.START:

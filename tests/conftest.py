@@ -46,6 +46,7 @@ BACKEND = os.environ.get("BIDE_TEST_BACKEND", "sqlite")
 
 BOTH_BACKENDS = frozenset(
     {
+        "tests/runtime/test_ahead.py",
         "tests/runtime/test_resume_matrix.py",
         "tests/runtime/test_hitl.py",
         "tests/runtime/test_runs.py",

@@ -26,10 +26,11 @@ def test_run_prints_the_answer_on_stdout_and_progress_lines_on_stderr(
     done = cli("run", "--db", str(db_path), "--agent", "tests.cli.agents:agent", "go")
     assert (done.code, done.out) == (0, "all done\n")
     names = [e["event"] for e in done.events()]
+    # A READ_ONLY call runs before its turn is journaled: the turn commits with its result.
     assert names == [
         "run_started",
-        "turn_recorded",
         "tool_started",
+        "turn_recorded",
         "tool_finished",
         "turn_recorded",
         "drive_finished",
@@ -207,7 +208,7 @@ def test_a_run_killed_after_its_charge_is_settled_by_its_reconciler_and_charges_
     assert again.code == 2  # settled: a different resolution is refused
 
 
-def test_a_run_killed_after_a_turn_was_recorded_resumes_to_completion(db_path: Path) -> None:
+def test_a_run_killed_inside_its_first_call_resumes_to_completion(db_path: Path) -> None:
     db = str(db_path)
     killed = child(
         "run",
@@ -218,7 +219,8 @@ def test_a_run_killed_after_a_turn_was_recorded_resumes_to_completion(db_path: P
         "--run-id",
         "r",
         "go",
-        BIDE_CRASH="turn.after_record@1",
+        # The lookup is READ_ONLY: it ran, and its turn was to commit with its result.
+        BIDE_CRASH="tool.after_call@1",
         # A lease that outlives a slow machine's next commands: the resume takes it over because
         # its holder is gone, not because it expired.
         BIDE_LEASE_TTL="600",

@@ -152,8 +152,9 @@ def test_two_resumes_started_together_one_drives_and_the_other_is_refused(
 ) -> None:
     db = str(tmp_path / "bide.db")
     spec = "tests.cli.owned:lookup"
+    # Killed inside its READ_ONLY lookup: each resume asks for the turn again and runs it.
     crashed = child(
-        "run", "--db", db, "--agent", spec, "--run-id", "r", "go", BIDE_CRASH="turn.after_record@1"
+        "run", "--db", db, "--agent", spec, "--run-id", "r", "go", BIDE_CRASH="tool.after_call@1"
     )
     assert crashed.code == -signal.SIGKILL
     both = [spawn("resume", "--db", db, "r", SLOW="2") for _ in range(2)]

@@ -582,18 +582,23 @@ class _Attempt:
         fired = len(executions)
         asked = [n for n, _ in self.ledger.model_requests(run_id)]
         latest = [c for c in state.calls.values() if c.turn == len(state.turns)]
-        untouched = not any(c.markers or c.results for c in latest) and not any(
-            e.call_id in {c.call.id for c in latest} for e in executions
+        # A turn commits with one record at most: a READ_ONLY call's result (it ran before),
+        # a side effect's marker (it has not fired), or the end; alone before anything else.
+        effects = {c.call.id for c in latest if c.plan.get("safety") != Safety.READ_ONLY.value}
+        with_the_turn = sum(len(c.markers) + len(c.results) for c in latest) <= 1 and not any(
+            e.call_id in effects for e in executions
         )
         site = {
             "model.after_answer": len(state.turns) == k - 1 and asked.count(k) == 1,
-            "turn.after_record": len(state.turns) == k and untouched,
+            "turn.before_record": len(state.turns) == k - 1,
+            "turn.after_record": len(state.turns) == k and with_the_turn,
             "attempt.before_marker": markers < k,
             "attempt.after_marker": markers >= k and fired < k,
             "tool.after_effect": fired >= k and results < fired,
             "tool.after_call": fired >= k and results < k,
             "result.after_record": results >= k,
-            "end.before_marker": len(state.turns) == len(agents.SCRIPTS[self.s.script])
+            # The final answer commits with the end: neither is recorded yet.
+            "end.before_marker": len(state.turns) == len(agents.SCRIPTS[self.s.script]) - 1
             and state.end is None,
             # A drive's first commit is its lease's, which holds no record.
             "writer.after_commit": k == 1 or records >= 1,

@@ -27,6 +27,8 @@ CUT = {SE: frozenset({HALT}), ID: frozenset({RETRY}), RO: frozenset({RERUN})}
 #   side_effect: header, start, turn 1, 2 markers, 2 results, turn 2, marker c3 (9),
 #                result c3 (10), turn 3, end                                     = 12
 #   others:      header, start, turn 1, 2 results, turn 2, result c3 (7), turn 3, end = 9
+# A turn shares its commit with the record after it: a marker (side_effect), a result
+# (read_only) or the end (the final answer); idempotent turns commit alone, before the upsert.
 WRITES = {SE: 12, ID: 9, RO: 9}
 MARKER_C3, RESULT_C3 = {SE: 9}, {SE: 10, ID: 7, RO: 7}
 
@@ -75,6 +77,11 @@ def native_points() -> list[Schedule]:
         ("writer.after_commit", 6),
     ):
         out += [point(g, f"{p}@{hit}", s) for s in SAFETIES]
+    # Turn 2 about to commit with c3's result (read_only: c3 ran, so it runs again), its marker
+    # (side_effect: nothing fired) or alone (idempotent); turn 3 about to commit with the end.
+    out += [point(g, "turn.before_record@2", s) for s in (SE, ID)]
+    out += [point(g, "turn.before_record@2", RO, expect=CUT[RO])]
+    out += [point(g, "turn.before_record@3", RO)]
     out.append(
         point(
             g,
@@ -98,7 +105,7 @@ def native_sweep() -> list[Schedule]:
             tool_points += ["attempt.before_marker", "attempt.after_marker"]
         for p in tool_points:
             out += [point(g, f"{p}@{k}", s) for k in range(1, calls + 1)]
-        for p in ("model.after_answer", "turn.after_record"):
+        for p in ("model.after_answer", "turn.before_record", "turn.after_record"):
             out += [point(g, f"{p}@{k}", s) for k in range(1, 4)]
         out += [point(g, "end.before_marker@1", s)]
         out += [point(g, f"writer.after_commit@{k}", s) for k in range(1, 9)]
@@ -121,6 +128,7 @@ def mcp_sweep() -> list[Schedule]:
     out: list[Schedule] = []
     for s in SAFETIES:
         points = ["tool.after_call", "result.after_record", "model.after_answer"]
+        points += ["turn.before_record", "turn.after_record"]
         if s == SE:
             points += ["attempt.before_marker", "attempt.after_marker"]
         for p in points:
@@ -278,6 +286,7 @@ def worker_points(*, slow: bool = False) -> list[Schedule]:
     crashes += [(f"write.after_commit@{MARKER_C3.get(s, 5) - 2}", s, frozenset()) for s in SAFETIES]
     for p, hit in (
         ("model.after_answer", 2),
+        ("turn.before_record", 2),
         ("turn.after_record", 2),
         ("result.after_record", 1),
         ("end.before_marker", 1),

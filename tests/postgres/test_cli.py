@@ -56,7 +56,7 @@ def test_a_run_killed_after_its_charge_is_settled_and_finished_by_other_processe
     assert [(r["run_id"], r["status"]) for r in listed] == [("r", "completed")]
 
 
-def test_a_run_killed_after_a_turn_was_recorded_resumes_to_completion(pg_url: str) -> None:
+def test_a_run_killed_inside_its_first_call_resumes_to_completion(pg_url: str) -> None:
     killed = child(
         "run",
         "--db",
@@ -66,7 +66,8 @@ def test_a_run_killed_after_a_turn_was_recorded_resumes_to_completion(pg_url: st
         "--run-id",
         "r",
         "go",
-        BIDE_CRASH="turn.after_record@1",
+        # The lookup is READ_ONLY: it ran, and its turn was to commit with its result.
+        BIDE_CRASH="tool.after_call@1",
     )
     assert killed.code == -signal.SIGKILL
     # As on SQLite (tests/cli/test_drive.py): not ended, and no live lease.

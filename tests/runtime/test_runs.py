@@ -27,6 +27,7 @@ from runtime import (
     ToolSpec,
     tool,
 )
+from runtime.loop import RunDrive
 from runtime.testing import ScriptedModel
 from tests.helpers import Ledger, call, inject, make_tools, slow
 
@@ -66,17 +67,34 @@ async def test_resuming_a_run_that_does_not_exist_is_a_config_error(journal: Jou
     assert (await journal.list_runs()).runs == []
 
 
-async def test_a_crash_after_the_final_answer_finishes_on_resume_with_no_model_call(
+class StopsAtTheAnswer(ScriptedModel):
+    """Tells its drive to stop (as a worker told to stop does) once it gave the final answer."""
+
+    def __init__(self, script: Any, stop: asyncio.Event):
+        super().__init__(script)
+        self.stop = stop
+
+    async def complete(
+        self, system_prompt: str | None, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> AssistantTurn:
+        turn = await super().complete(system_prompt, messages, tools)
+        if not turn.tool_calls:
+            self.stop.set()
+        return turn
+
+
+async def test_a_final_answer_recorded_without_its_end_finishes_on_resume_with_no_model_call(
     journal: Journal,
 ) -> None:
+    """The answer commits with the end, or alone when the drive stops between the two: then
+    the next drive ends the run with it and asks the model nothing."""
     ledger = Ledger()
-    faulty = inject(journal, 1_000, after_commit=False)
-    await agent(ledger).run("clean", "go", journal=journal)
-    writes = faulty.writes  # the end marker is the last write of a clean run
-    async with Journal(journal.path) as fresh:
-        inject(fresh, writes, after_commit=False)
-        with pytest.raises(StorageError):
-            await agent(ledger).run("r", "go", journal=fresh)
+    stop = asyncio.Event()
+    answering = Agent(model=StopsAtTheAnswer(SCRIPT, stop), tools=list(make_tools(ledger).values()))
+    stopped = await RunDrive(answering, journal, "r", yielding=stop).go("go", None)
+    assert stopped.status is RunStatus.RUNNING
+    state = await journal.require("r")
+    assert state.end is None and state.turns[-1].text == "done"
     model = ScriptedModel(SCRIPT)
     result = await Agent(model=model, tools=list(make_tools(ledger).values())).resume(
         "r", journal=journal
@@ -87,8 +105,9 @@ async def test_a_crash_after_the_final_answer_finishes_on_resume_with_no_model_c
 
 async def test_recorded_turns_are_never_requested_again_after_a_crash(journal: Journal) -> None:
     ledger = Ledger()
-    # Fail the write of the charge's result: turns 1 and 2 are recorded, the charge halts.
-    inject(journal, 7, after_commit=False)
+    # Writes: create, start, turn 1 with the lookup's result, turn 2 with the charge's marker,
+    # the charge's result. Fail that one: turns 1 and 2 are recorded, the charge halts.
+    inject(journal, 5, after_commit=False)
     with pytest.raises(StorageError):
         await agent(ledger).run("r", "go", journal=journal)
     async with Journal(journal.path) as fresh:
@@ -123,7 +142,8 @@ async def test_max_turns_is_a_budget_error_journaled_as_a_stop_and_the_run_conti
 
 async def test_a_cancel_request_is_honoured_at_the_next_turn_boundary(journal: Journal) -> None:
     ledger = Ledger()
-    inject(journal, 5, after_commit=False)  # stop right after turn 1's result is recorded
+    # Fail write 4 (turn 2 with the charge's marker): stop right after turn 1's result.
+    inject(journal, 4, after_commit=False)
     with pytest.raises(StorageError):
         await agent(ledger).run("r", "go", journal=journal)
     async with Journal(journal.path) as fresh:

@@ -20,7 +20,9 @@ from tests.adapters.models.test_openai import calls_stream, tool_delta
 from tests.helpers import inject
 
 
-@tool(safety=Safety.READ_ONLY)
+# IDEMPOTENT, so that its turn commits before it runs (a READ_ONLY call's turn commits with
+# its result): a crash before the result finds the turn recorded.
+@tool(safety=Safety.IDEMPOTENT)
 async def add(a: int, b: int) -> int:
     """Add two numbers."""
     return a + b
