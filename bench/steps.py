@@ -1,9 +1,9 @@
 """Issue 15's table for bide, every row in one run, each beside its anchor and its goal.
 
-Run: python bench/steps.py [--quick] [--only conc,step,resume]. The machine line and the raw
-anchors come first (`bench/anchors.py`); every row is measured interleaved with its baseline
-(plain asyncio, plain awaits, or the raw commit sampled just before and after it), and the table
-at the end gives the median and the min-max over the repetitions. The agents are in
+Run: python bench/steps.py [--quick] [--only conc,step,resume] [--repeats N]. The machine line
+and the raw anchors come first (`bench/anchors.py`); every row is measured interleaved with its
+baseline (plain asyncio, plain awaits, or the raw commit sampled just before and after it), and
+the table at the end gives the median and the min-max over the repetitions. The agents are in
 `bench/workload.py`; `bench/README.md` says exactly what each row counts.
 """
 
@@ -238,8 +238,8 @@ def load() -> str:
     return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-async def main(quick: bool, only: set[str]) -> None:
-    repeats = 3 if quick else 5
+async def main(quick: bool, only: set[str], repeats: int | None) -> None:
+    repeats = repeats or (3 if quick else 5)
     print(f"{load()} at the start", flush=True)
     anchors = measure()
     print(header(anchors), flush=True)
@@ -273,10 +273,13 @@ if __name__ == "__main__":
     parser.add_argument(
         "--only", default="conc,step,resume", help="comma-separated: conc,step,resume"
     )
+    parser.add_argument(
+        "--repeats", type=int, help="repetitions of each row (default 5, 3 with --quick)"
+    )
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child and args.child[0] == "conc":
         _, mode, runs, where = args.child
         print(json.dumps(asyncio.run(conc_child(mode, int(runs), where))))
     else:
-        asyncio.run(main(args.quick, set(args.only.split(","))))
+        asyncio.run(main(args.quick, set(args.only.split(",")), args.repeats))
