@@ -7,13 +7,15 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
+from typing import Any
 
 import structlog
 
+from runtime import records as R
 from runtime.cli.base import EXIT_USAGE, Command, Failure, Invocation, exit_code
 from runtime.cli.specs import journaled_spec, open_agent
-from runtime.errors import BudgetError, ConfigError, ModelError
+from runtime.errors import BudgetError, ConfigError, CorruptJournal, ModelError
 from runtime.journal import Journal
 from runtime.journal.migrate import sqlite_path
 from runtime.journal.postgres import is_postgres_url
@@ -137,8 +139,9 @@ async def _spec_of_existing_run(inv: Invocation, run_id: str) -> str:
 async def _resume(inv: Invocation) -> int:
     run_id = inv.args.run_id
     async with inv.journal() as journal:
-        state = await journal.require(run_id)
-        if state.start is None:
+        # The start record alone says how to drive it: the drive itself replays the run.
+        start = await _start_of(journal, run_id)
+        if start is None:
             # Killed after its header and before its start record: nothing of it ever ran.
             raise ConfigError(
                 f"run {run_id!r} never started (its process stopped before the input was "
@@ -146,7 +149,7 @@ async def _resume(inv: Invocation) -> int:
                 f"`{inv.command('run', '--run-id', run_id, '--agent', 'SPEC', 'INPUT')}`",
                 run_id=run_id,
             )
-        spec = inv.args.agent or await _journaled_spec(journal, run_id)
+        spec = inv.args.agent or _spec_in(start)
         if spec is None:
             raise ConfigError(
                 f"run {run_id!r} was started without an agent spec; name its agent with "
@@ -164,8 +167,31 @@ async def journaled_spec_of(journal: Journal, run_id: str) -> str | None:
 
 
 async def _journaled_spec(journal: Journal, run_id: str) -> str | None:
-    state = await journal.state(run_id)
-    spec = (state.start or {}).get("spec") if state is not None else None
+    if not await journal.store.check_run(run_id):
+        return None
+    return _spec_in(await _start_record(journal, run_id))
+
+
+async def _start_of(journal: Journal, run_id: str) -> Mapping[str, Any] | None:
+    """The run's start record's payload (``ConfigError`` if there is no such run)."""
+    if not await journal.store.check_run(run_id):
+        raise ConfigError(f"no run {run_id!r} in {journal.path}", run_id=run_id)
+    return await _start_record(journal, run_id)
+
+
+async def _start_record(journal: Journal, run_id: str) -> Mapping[str, Any] | None:
+    start = await journal.store.get(run_id, R.START)
+    if start is None:
+        return None
+    if not isinstance(start.payload, Mapping):
+        raise CorruptJournal(
+            f"run {run_id!r}: its start record is not an object", run_id=run_id, key=R.START
+        )
+    return start.payload
+
+
+def _spec_in(start: Mapping[str, Any] | None) -> str | None:
+    spec = (start or {}).get("spec")
     return spec if isinstance(spec, str) and spec else None
 
 
