@@ -136,3 +136,20 @@ async def test_sqlite_store_open_refuses_a_foreign_database_unless_allow_foreign
         await SQLiteStore.open(db_path)
     async with await SQLiteStore.open(db_path, allow_foreign=True) as store:
         assert await store.create_run("r")
+
+
+def test_resume_of_a_run_whose_start_record_is_not_an_object_names_it(
+    cli: Cli, db_path: Path
+) -> None:
+    """A journal another program wrote: resume reads the start record for the agent spec, and
+    refuses one that is not an object, naming the run and the record, before driving anything."""
+    assert cli("--db", str(db_path), *RUN).code == 0
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("UPDATE bide_records SET payload = '[1, 2]' WHERE key = 'start'")
+    done = cli("--db", str(db_path), "resume", "r1")
+    assert done.code == 1, done.err
+    assert (
+        done.error_line
+        == "bide: error: CorruptJournal: run 'r1': its start record is not an object"
+    )
+    assert "Traceback" not in done.err
