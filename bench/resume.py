@@ -175,6 +175,9 @@ async def rows(sizes: Sequence[int], repeats: int, tmp: str, sampler: RawSampler
         )
         ms = [s["ms"] for s in samples]
         ratio = [s["ms"] * 1e3 / s["anchor_us"] for s in samples]
+        # The history's messages are made as the model reads them, so the model's time holds
+        # that too: the figure with it is printed beside the one without.
+        whole = [s["ms"] + s["model_ms"] for s in samples]
         medians[done] = statistics.median(ms)
         commits = statistics.median(s["commits"] for s in samples)
         print(
@@ -191,7 +194,8 @@ async def rows(sizes: Sequence[int], repeats: int, tmp: str, sampler: RawSampler
                 f"resume after {done:,} recorded steps, in process (died in step {done + 1:,}'s"
                 " tool)",
                 "20 ms" if done == 1000 else "",
-                f"{span(ms, '{:.2f}')} ms, {commits:.0f} commits",
+                f"{span(ms, '{:.2f}')} ms ({span(whole, '{:.2f}')} with the model's time),"
+                f" {commits:.0f} commits",
                 f"x{span(ratio, '{:.1f}')} raw commit",
                 "<= 2 ms",
                 met(medians[done], 2.0),

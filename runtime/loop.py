@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from runtime import faults, tracing
+from runtime import faults, history, tracing
 from runtime import records as R
 from runtime.calls import Calls
 from runtime.drive import Cancelled, Outcome, RunEnded
@@ -28,6 +28,7 @@ from runtime.errors import (
 )
 from runtime.journal.codec import unstorable
 from runtime.journal.journal import Journal
+from runtime.journal.protocol import Store
 from runtime.logs import get_logger
 from runtime.messages import AssistantTurn
 from runtime.ownership import Holding, Owner
@@ -43,7 +44,7 @@ from runtime.turns import Conversation, check_turn, plan_of
 if TYPE_CHECKING:
     from runtime.agent import Agent
 
-__all__ = ["RunDrive"]
+__all__ = ["RunDrive", "replay"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +58,25 @@ class _Pending:
 
 
 log = get_logger("runtime.agent")  # the logger name operators filter drives by
+
+HISTORY_PREFIX = R.history_key(0).partition("/")[0] + "/"
+
+
+async def replay(store: Store, run_id: str) -> RunState:
+    """The state a drive resumes ``run_id`` from: its history chunks and the records after
+    them (``runtime.history``), or the fold of every record if it has no chunk this bide
+    reads."""
+    chunks = await store.load(run_id, prefix=HISTORY_PREFIX)
+    if chunks and all(_readable(c) for c in chunks):
+        start = await store.get(run_id, R.START)
+        tail = await store.load(run_id, after=chunks[-1].seq)
+        return RunState.resumed(run_id, start, chunks, tail)
+    return RunState.fold(run_id, await store.load(run_id))
+
+
+def _readable(chunk: Record) -> bool:
+    """Whether this bide reads the chunk (another version's is left to the records)."""
+    return isinstance(chunk.payload, dict) and chunk.payload.get("v") == history.VERSION
 
 
 class RunDrive:
@@ -210,8 +230,7 @@ class RunDrive:
                 run_id, agent=self.agent.name, epoch=self.holding.epoch
             )
         if not created:
-            for record in await store.load(run_id):
-                self.state.add(record)
+            await self._replay()
         if self.state.start is None:
             if input is None:
                 raise ConfigError(
@@ -243,12 +262,15 @@ class RunDrive:
             )
         tracing.drive_input(str(self.state.input))
         if not created:
-            log.info("run_resumed", records=len(self.state.records), turns=len(self.state.turns))
+            state = self.state
+            chunks, settled = (0, 0) if state.history is None else state.history.read
+            records = len(state.records) + chunks  # what the drive read to resume
+            log.info("run_resumed", records=records, turns=len(state.turns))
             tracing.resumed(
                 start,
-                records=len(self.state.records),
-                turns=len(self.state.turns),
-                replayed=sum(c.result is not None for c in self.state.calls.values()),
+                records=records,
+                turns=len(state.turns),
+                replayed=settled + sum(c.result is not None for c in state.calls.values()),
             )
         return created
 
@@ -388,10 +410,13 @@ class RunDrive:
                 faults.crashpoint("turn.after_record")
                 log.info("turn_recorded", n=turn["n"], tool_calls=len(turn["turn"]["tool_calls"]))
 
+    async def _replay(self) -> None:
+        self.state = await replay(self.store, self.run_id)
+        self.conversation = Conversation()
+
     async def _reload(self) -> None:
         """Fold the run again from the journal (records written ahead were refused)."""
-        self.state = RunState.fold(self.run_id, await self.store.load(self.run_id))
-        self.conversation = Conversation()
+        await self._replay()
 
     # --- model turns -----------------------------------------------------------------------
 
@@ -427,6 +452,9 @@ class RunDrive:
                 "nothing was recorded, and a resume asks the model again",
                 run_id=self.run_id,
             )
+        if history.due(self.state):  # the turns before this one, settled, in one record
+            key, chunk = history.chunk(self.state)
+            self.write_ahead(key, R.HISTORY, chunk, unless=R.CANCEL)
         # Committed with the first record that must be durable: a READ_ONLY call's result (it
         # ran meanwhile), a side effect's marker, the end; or alone before anything else acts.
         self.write_ahead(

@@ -23,6 +23,9 @@ One run's keys (insert-if-absent, so of two drivers writing one key exactly one 
     answer/<call>/<key>         the answer to it
     cancel                      a cancel request
     stop/<turns>/<reason>       a drive stopped short of an end (max_turns, the model unavailable)
+    history/<last>              the settled turns since the previous chunk, up to turn <last>, as
+                                the model saw them (``runtime.history``): derived from the records
+                                before it, so that a drive resumes without replaying them
     end                         the run's end: completed, failed or cancelled
 """
 
@@ -40,6 +43,7 @@ __all__ = [
     "END",
     "HALT",
     "HANDLE",
+    "HISTORY",
     "INTERRUPT",
     "LATE",
     "RECONCILE",
@@ -58,6 +62,7 @@ __all__ = [
     "decision_key",
     "halt_key",
     "handle_key",
+    "history_key",
     "interrupt_key",
     "late_key",
     "reconcile_key",
@@ -84,6 +89,7 @@ HALT = "halt"
 HANDLE = "handle"
 STOP = "stop"
 RECONCILE = "reconcile"
+HISTORY = "history"
 END = "end"
 
 Outcome = Literal["value", "error", "not_executed"]
@@ -116,6 +122,11 @@ def handle_key(call_id: str, attempt: int, n: int) -> str:
 def reconcile_key(call_id: str, attempt: int, n: int) -> str:
     """The ``n``-th inconclusive reconciler try on an attempt (a conclusion is its result)."""
     return f"reconcile/{call_id}/{attempt}/{n}"
+
+
+def history_key(last: int) -> str:
+    """The chunk of history that ends with turn ``last`` (zero-padded: keys sort as turns do)."""
+    return f"history/{last:010d}"
 
 
 def stop_key(turns: int, reason: str) -> str:

@@ -6,13 +6,14 @@ a loaded journal the same way, so every status is derived from records.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from runtime import records as R
 from runtime.approval import Decision
 from runtime.errors import ProtocolError
+from runtime.history import History, Turns, disagreement
 from runtime.messages import AssistantTurn, ToolCall, Usage
 from runtime.records import Record
 
@@ -148,13 +149,19 @@ class RunState:
 
     run_id: str
     start: Mapping[str, Any] | None = None
-    turns: list[AssistantTurn] = field(default_factory=list)
+    turns: Turns = field(default_factory=Turns)
     calls: dict[str, CallState] = field(default_factory=dict)
+    """The calls of the turns folded from records (of every turn, without a history)."""
     cancel: Record | None = None
     end: Record | None = None
     stops: list[Record] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     records: list[Record] = field(default_factory=list)
+    """The records folded (with a history: the start and those after its last chunk)."""
+    history: History | None = None
+    """The history chunks a resumed drive started from, if it did (``resumed``)."""
+    chunked: int = 0
+    """How many of the first turns a history chunk holds."""
     _seen: set[int] = field(default_factory=set)
 
     @classmethod
@@ -163,6 +170,27 @@ class RunState:
         for record in records:
             state.add(record)
         return state
+
+    @classmethod
+    def resumed(
+        cls, run_id: str, start: Record | None, chunks: Sequence[Record], tail: Iterable[Record]
+    ) -> RunState:
+        """The state a drive resumes from: the history chunks, then the records after the
+        last of them (and the start, which came before them). It agrees with the fold of every
+        record in all a drive asks of it: turns, usage, pending calls, status, the calls known
+        (``knows_call``). Its ``calls`` are those of the turns after the chunks only."""
+        history = History(run_id, chunks)
+        state = cls(run_id, turns=Turns(history), usage=history.usage, history=history)
+        state.chunked = history.count
+        if start is not None:
+            state.add(start)
+        for record in tail:
+            state.add(record)
+        return state
+
+    def knows_call(self, call_id: str) -> bool:
+        """Whether a recorded turn asked for a call with this id."""
+        return call_id in self.calls or (self.history is not None and self.history.knows(call_id))
 
     def add(self, record: Record) -> None:
         """Fold one record in (once; records of concurrent writers may arrive out of order).
@@ -195,25 +223,31 @@ class RunState:
             self.start = payload
         elif kind == R.TURN:
             self._add_turn(record)
-        elif kind in (R.ATTEMPT, R.RESULT, R.LATE, R.HALT):
+        elif kind in _OF_A_CALL:
             call = self._call(record)
-            attempt = int(payload["attempt"])
-            by_kind = {R.ATTEMPT: call.markers, R.RESULT: call.results, R.LATE: call.late}
-            by_kind.get(kind, call.halts)[attempt] = record
-        elif kind == R.HANDLE:
-            steps = self._call(record).handles.setdefault(int(payload["attempt"]), {})
-            steps[int(payload.get("n", 1))] = record
-        elif kind == R.DECISION:
-            self._call(record).decisions.append(record)
-        elif kind == R.TALLY:
-            self._call(record).tallies[str(payload["policy"])] = record
-        elif kind == R.INTERRUPT:
-            self._call(record).interrupts[str(payload["key"])] = record
-        elif kind == R.ANSWER:
-            self._call(record).answers[str(payload["key"])] = record
-        elif kind == R.RECONCILE:
-            tries = self._call(record).reconciles.setdefault(int(payload["attempt"]), [])
-            tries.append(record)
+            if call is None:
+                return  # of a settled call of the history: it changes nothing any more
+            if kind in (R.ATTEMPT, R.RESULT, R.LATE, R.HALT):
+                attempt = int(payload["attempt"])
+                by_kind = {R.ATTEMPT: call.markers, R.RESULT: call.results, R.LATE: call.late}
+                by_kind.get(kind, call.halts)[attempt] = record
+            elif kind == R.HANDLE:
+                steps = call.handles.setdefault(int(payload["attempt"]), {})
+                steps[int(payload.get("n", 1))] = record
+            elif kind == R.DECISION:
+                call.decisions.append(record)
+            elif kind == R.TALLY:
+                call.tallies[str(payload["policy"])] = record
+            elif kind == R.INTERRUPT:
+                call.interrupts[str(payload["key"])] = record
+            elif kind == R.ANSWER:
+                call.answers[str(payload["key"])] = record
+            else:
+                call.reconciles.setdefault(int(payload["attempt"]), []).append(record)
+        elif kind == R.HISTORY:
+            last = payload.get("last") if isinstance(payload, Mapping) else None
+            if isinstance(last, int) and last > self.chunked:
+                self.chunked = last
         elif kind == R.CANCEL:
             self.cancel = record
         elif kind == R.STOP:
@@ -235,10 +269,13 @@ class RunState:
         for call in turn.tool_calls:
             self.calls[call.id] = CallState(call, n, plans.get(call.id) or {})
 
-    def _call(self, record: Record) -> CallState:
+    def _call(self, record: Record) -> CallState | None:
         call_id = record.payload.get("call_id")
         state = self.calls.get(call_id) if isinstance(call_id, str) else None
         if state is None:
+            history = self.history
+            if history is not None and isinstance(call_id, str) and history.knows(call_id):
+                return None
             raise ProtocolError(
                 f"run {self.run_id}: record {record.key!r} names call {call_id!r}, which no "
                 "recorded turn asked for",
@@ -254,9 +291,9 @@ class RunState:
 
     def pending_calls(self) -> list[CallState]:
         """The last turn's calls without an outcome, in the order the model asked for them."""
-        if not self.turns:
-            return []
-        last = self.turns[-1]
+        if not self.turns.live:
+            return []  # no turn, or every turn is in the history: all its calls are settled
+        last = self.turns.live[-1]
         return [self.calls[c.id] for c in last.tool_calls if self.calls[c.id].result is None]
 
     def status(self) -> str:
@@ -347,6 +384,14 @@ class RunState:
                     f"may have acted twice: call {c.call.id} ({c.call.name}) has "
                     f"{len(acted)} attempts with results ({attempts})"
                 )
+        for record in self.records:
+            if record.kind == R.HISTORY and self.history is None:
+                problem = disagreement(self, record)
+                if problem is not None:
+                    found.append(
+                        f"history chunk {record.key} (seq {record.seq}) disagrees with the "
+                        f"records: {problem}"
+                    )
         if self.end is not None:
             end = self.end.seq
             after = sorted(
@@ -358,6 +403,23 @@ class RunState:
                     "records after the end: " + ", ".join(f"{r.key} (seq {r.seq})" for r in after)
                 )
         return found
+
+
+_OF_A_CALL = frozenset(
+    {
+        R.ATTEMPT,
+        R.RESULT,
+        R.LATE,
+        R.HALT,
+        R.HANDLE,
+        R.DECISION,
+        R.TALLY,
+        R.INTERRUPT,
+        R.ANSWER,
+        R.RECONCILE,
+    }
+)
+"""The kinds of record that belong to one call (its payload's ``call_id``)."""
 
 
 def _acted(call: CallState, attempt: int) -> bool:

@@ -96,6 +96,10 @@ def _tell(state: RunState, record: Record) -> tuple[str, tuple[str, ...]]:
         if status == "failed":
             return "end", (f"failed: {clip(p.get('error'))}",)
         return "end", (str(status),)
+    if kind == R.HISTORY:
+        return "history", (
+            f"turns {p.get('first')} to {p.get('last')} kept in one record, to resume from",
+        )
     if kind == R.INTERRUPT:
         return "question", (f"{_who_call(state, p)} asks {clip(p.get('prompt'))} ({p.get('key')})",)
     told = _tell_person(state, record)

@@ -200,9 +200,15 @@ class MemoryStore:
     async def check_run(self, run_id: str) -> bool:
         return run_id in self._runs
 
-    async def load(self, run_id: str, *, after: int = 0) -> list[Record]:
+    async def load(self, run_id: str, *, after: int = 0, prefix: str | None = None) -> list[Record]:
+        if prefix is not None and not prefix:
+            raise ConfigError("a key prefix is a non-empty string")
         records = self._runs.get(run_id, {}).values()
-        return [self._copy(r) for r in sorted(records, key=_seq) if r.seq > after]
+        return [
+            self._copy(r)
+            for r in sorted(records, key=_seq)
+            if r.seq > after and (prefix is None or r.key.startswith(prefix))
+        ]
 
     async def list_runs(
         self,

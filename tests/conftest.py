@@ -49,6 +49,7 @@ BOTH_BACKENDS = frozenset(
         "tests/runtime/test_ahead.py",
         "tests/runtime/test_resume_matrix.py",
         "tests/runtime/test_hitl.py",
+        "tests/runtime/test_history.py",
         "tests/runtime/test_runs.py",
         "tests/journal/test_fuzz.py",
     }

@@ -148,7 +148,10 @@ class Store(Protocol):
         """True if the run exists; ``FormatError`` if it is written in an unknown format."""
         ...
 
-    async def load(self, run_id: str, *, after: int = 0) -> list[Record]: ...
+    async def load(self, run_id: str, *, after: int = 0, prefix: str | None = None) -> list[Record]:
+        """The run's records in commit order: those with ``seq > after``, and with keys that
+        start with ``prefix`` if it is given."""
+        ...
 
     async def list_runs(
         self,

@@ -11,7 +11,8 @@ finds it in the ledger by its idempotency key, with that settle time), ``CRASH_J
 ``CRASH_JITTER_SEED`` (tools sleep a seeded random time, up to that many ms, before and after
 their effect), ``CRASH_SLOW_CALL``
 (``c3:400``: that call sleeps 400 ms before its effect), ``CRASH_SERVER_LOCK`` (held by MCP servers
-while they live, so a test can wait for the last one to finish).
+while they live, so a test can wait for the last one to finish), ``CRASH_HISTORY_EVERY`` (a drive
+keeps a history chunk every that many turns: ``runtime.history``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,17 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from runtime import Agent, AssistantTurn, Safety, Tool, ToolContext, ToolSpec, UserMessage, faults
+from runtime import (
+    Agent,
+    AssistantTurn,
+    Safety,
+    Tool,
+    ToolContext,
+    ToolSpec,
+    UserMessage,
+    faults,
+    history,
+)
 from runtime.functions import FunctionTool, tool
 from runtime.messages import Message
 from runtime.reconcile import Absent, Attempt, Found, Reconciler, Unknown
@@ -85,6 +96,8 @@ class Settings:
     slow: Mapping[str, float] = dataclasses.field(default_factory=dict)
     settle: float | None = None
     """Set: the charge declares ``find_charge`` as its reconciler, with this settle time."""
+    history: int | None = None
+    """Set: a drive keeps its settled turns in a history chunk every that many turns."""
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -99,6 +112,7 @@ class Settings:
             seed=env.get("CRASH_JITTER_SEED", "0"),
             slow=slow,
             settle=float(env["CRASH_SETTLE"]) if env.get("CRASH_SETTLE") else None,
+            history=int(env["CRASH_HISTORY_EVERY"]) if env.get("CRASH_HISTORY_EVERY") else None,
         )
 
     def to_env(self) -> dict[str, str]:
@@ -108,6 +122,7 @@ class Settings:
             "CRASH_JITTER_SEED": self.seed,
             "CRASH_SLOW_CALL": ",".join(f"{c}:{ms}" for c, ms in self.slow.items()),
             "CRASH_SETTLE": "" if self.settle is None else str(self.settle),
+            "CRASH_HISTORY_EVERY": "" if self.history is None else str(self.history),
         }
 
     def pauses(self, run_id: str, call_id: str) -> tuple[float, float]:
@@ -201,6 +216,13 @@ def build(script: str, tools: Sequence[Tool], ledger: Ledger) -> Agent:
     )
 
 
+def _chunks_from_env() -> None:
+    """In a child the harness started: how often its drives write history chunks."""
+    every = Settings.from_env().history if os.environ.get("CRASH_LEDGER") else None
+    if every is not None:
+        history.EVERY = every
+
+
 def native(script: str, settings: Settings | None = None) -> Agent:
     settings = settings or Settings.from_env()
     ledger = Ledger(settings.ledger)
@@ -268,6 +290,8 @@ def _mcp_spec(script: str) -> Callable[[], AbstractAsyncContextManager[Agent]]:
     make.__name__ = f"mcp_{script}"
     return make
 
+
+_chunks_from_env()
 
 read_only = _native_spec("read_only")
 idempotent = _native_spec("idempotent")

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime import Journal, Resolution, Safety
+from runtime.loop import replay
 from runtime.state import CallState, RunState
 from runtime.tools import idempotency_key_for
 from tests.conftest import child_env
@@ -94,6 +95,9 @@ class Schedule:
     as soon as that call's request reached its tool, ``at:0.4`` at that fraction of a clean
     drive (worker schedules only)."""
     stall_seconds: float = 0.0
+    history: int | None = None
+    """Set: drives keep their settled turns in a history chunk every that many turns, so that
+    resumes start from chunks (``runtime.history``)."""
     kill_around: tuple[str, float] | None = None
     """(call id, ms): SIGKILL the worker whose tool received that call's request, at a seeded
     moment up to that many ms after it: before its effect, during it, or after it (worker
@@ -225,6 +229,7 @@ class Harness:
             schedule.hosts,
             schedule.backend,
             schedule.settle,
+            schedule.history,
         )
         lock = self._measuring.setdefault(key, asyncio.Lock())
         async with lock:
@@ -303,6 +308,7 @@ class _Attempt:
             seed=str(schedule.seed),
             slow=dict(schedule.slow),
             settle=schedule.settle,
+            history=schedule.history,
         )
 
     # --- the schedule ----------------------------------------------------------------------
@@ -770,6 +776,7 @@ class _Attempt:
         for run_id in self.s.run_ids:
             state = await self._state(run_id)  # loads and parses every record
             self._check_run(run_id, state)
+            await self._check_replay(run_id, state)
             self._check_epochs(run_id, state)
             self._check_resolutions(run_id, state)
             if self.final_state is None:
@@ -807,6 +814,20 @@ class _Attempt:
                 o.violate(f"{run_id}: {e.call_id} executed and no recorded turn asked for it")
             if alone and state.end is not None and e.started_ms > state.end.created_ms:
                 o.violate(f"{run_id}/{e.call_id} ran after the run ended")
+
+    async def _check_replay(self, run_id: str, state: RunState) -> None:
+        """What a drive resumes from (its history chunks and the records after them) agrees
+        with the fold of every record, and every chunk with the records it was made from."""
+        o = self.outcome
+        resumed = await replay((await self._open_journal()).store, run_id)
+        told = [t.to_json() for t in resumed.turns], resumed.usage, resumed.status()
+        if told != ([t.to_json() for t in state.turns], state.usage, state.status()):
+            o.violate(f"{run_id}: the state a drive resumes from disagrees with its records")
+        for anomaly in state.anomalies():
+            if anomaly.startswith("history chunk"):
+                o.violate(f"{run_id}: {anomaly}")
+        if self.s.history is not None and state.chunked < len(state.turns) - self.s.history:
+            o.violate(f"{run_id}: its turns up to {state.chunked} only are in history chunks")
 
     def _check_epochs(self, run_id: str, state: RunState) -> None:
         """One owner at a time, from the records alone: every record a drive writes carries its

@@ -70,10 +70,8 @@ def _skip_marker() -> None:
 def _ignore_results() -> None:
     real = SQLiteStore.load
 
-    async def load(self: SQLiteStore, run_id: str, *, after: int = 0) -> list[Record]:
-        return [
-            r for r in await real(self, run_id, after=after) if r.kind not in (R.RESULT, R.LATE)
-        ]
+    async def load(self: SQLiteStore, run_id: str, **kw: Any) -> list[Record]:
+        return [r for r in await real(self, run_id, **kw) if r.kind not in (R.RESULT, R.LATE)]
 
     SQLiteStore.load = load  # type: ignore[method-assign]
 
@@ -81,8 +79,8 @@ def _ignore_results() -> None:
 def _marker_never_started() -> None:
     real = SQLiteStore.load
 
-    async def load(self: SQLiteStore, run_id: str, *, after: int = 0) -> list[Record]:
-        records = await real(self, run_id, after=after)
+    async def load(self: SQLiteStore, run_id: str, **kw: Any) -> list[Record]:
+        records = await real(self, run_id, **kw)
         done = {(r.payload["call_id"], r.payload["attempt"]) for r in records if r.kind == R.RESULT}
         forged = []
         for r in records:

@@ -182,6 +182,20 @@ def random_kills(count: int, base: int = RANDOM_BASE_SEED) -> list[Schedule]:
     return [random_kill(base + i) for i in range(count)]
 
 
+HISTORY_SEED = 180001
+
+
+def history_kill(seed: int) -> Schedule:
+    """A random kill (``random_kill``) of drives that keep a history chunk every turn: each
+    resume starts from the chunks and the records after them (``runtime.history``)."""
+    s = random_kill(seed, group="random kills, a history chunk every turn")
+    return dataclasses.replace(s, name=f"{s.name}, history every turn", history=1)
+
+
+def history_kills(count: int, base: int = HISTORY_SEED) -> list[Schedule]:
+    return [history_kill(base + i) for i in range(count)]
+
+
 def multi_runs(*, slow: bool = False) -> list[Schedule]:
     """Four runs driven by one process, killed together: by a crash point inside one run's tool,
     and inside the writer, after a commit the runs share (group commit)."""
@@ -560,4 +574,6 @@ def by_seed(seed: int) -> Schedule:
     if RECONCILED_POOL_SEED <= seed < RECONCILED_POOL_SEED + 20_000:
         (pool,) = reconciled_pools(1, seed)
         return pool
+    if HISTORY_SEED <= seed < HISTORY_SEED + 20_000:
+        return history_kill(seed)
     return random_kill(seed)

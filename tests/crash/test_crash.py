@@ -86,6 +86,12 @@ async def test_random_kills_across_a_clean_runs_duration(harness: Harness) -> No
     assert sum(o.kills for o in outcomes) > 0, "no random kill landed"
 
 
+async def test_random_kills_of_drives_that_resume_from_history_chunks(harness: Harness) -> None:
+    items = schedules.history_kills(3)
+    outcomes = await run_group(harness, "random kills, a history chunk every turn", items)
+    assert sum(o.kills for o in outcomes) > 0, "no random kill landed"
+
+
 async def test_several_runs_in_one_process_killed_at_once(harness: Harness) -> None:
     await run_group(harness, "several runs in one process", schedules.multi_runs())
 
@@ -106,6 +112,15 @@ async def test_slow_every_hit_of_every_point(harness: Harness) -> None:
 @pytest.mark.slow
 async def test_slow_mcp_sweep(harness: Harness) -> None:
     await run_group(harness, "sweep: MCP stdio tools", schedules.mcp_sweep())
+
+
+@pytest.mark.slow
+async def test_slow_random_kills_of_drives_that_resume_from_history_chunks(
+    harness: Harness,
+) -> None:
+    items = schedules.history_kills(30, schedules.HISTORY_SEED + 10_000)
+    outcomes = await run_group(harness, "random kills, history chunks (long seeded set)", items)
+    assert sum(o.kills for o in outcomes) > 0
 
 
 @pytest.mark.slow

@@ -149,6 +149,21 @@ async def test_an_append_whose_records_written_ahead_exist_fails_and_writes_noth
     ]
 
 
+async def test_load_by_key_prefix_returns_those_records_in_commit_order(store: Store) -> None:
+    await store.create_run("r")
+    await store.create_run("r2")
+    for key in ("history/2", "turn/1", "history/1", "historyx", "history", "history/"):
+        await store.append("r", key, "t", key)
+    await store.append("r2", "history/1", "t", "other run")
+    got = await store.load("r", prefix="history/")
+    assert [r.key for r in got] == ["history/2", "history/1", "history/"]
+    later = await store.load("r", prefix="history/", after=got[0].seq)
+    assert [r.key for r in later] == ["history/1", "history/"]
+    assert await store.load("r", prefix="nothing/") == []
+    with pytest.raises(ConfigError, match="prefix"):
+        await store.load("r", prefix="")
+
+
 async def test_watch_reports_a_key_present_at_commit(store: Store) -> None:
     await store.create_run("r")
     assert not (await store.append("r", "a", "t", 1, watch="cancel")).watched

@@ -67,6 +67,10 @@ _LOAD = (
     .where(_r.c.run_id == _RUN_ID, _r.c.seq > sa.bindparam("after"))
     .order_by(_r.c.seq)
 )
+_LOAD_PREFIX = _LOAD.where(
+    # starts_with compares bytes whatever the database's collation (a range on key would not).
+    sa.func.starts_with(_r.c.key, sa.bindparam("prefix"))
+)
 _LIVE = sa.and_(sa.not_(_l.c.released), _l.c.expires_ms > sa.literal_column(NOW_MS))
 _RUNS = sa.select(
     _u.c.run_id,
@@ -323,15 +327,22 @@ class PostgresStore:
         self._verified.add(run_id)
         return True
 
-    async def load(self, run_id: str, *, after: int = 0) -> list[Record]:
-        """The run's records in commit order, those with ``seq > after`` only if given.
+    async def load(self, run_id: str, *, after: int = 0, prefix: str | None = None) -> list[Record]:
+        """The run's records in commit order, those with ``seq > after`` only if given, and
+        those whose keys start with ``prefix`` only if given.
 
         The header is checked before any other record is decoded: a run in an unknown format
         raises ``FormatError`` and nothing of it is returned.
         """
         if run_id not in self._verified and not await self.check_run(run_id):
             return []
-        rows = await self._fetch(_LOAD, {"run_id": run_id, "after": after})
+        if prefix is None:
+            rows = await self._fetch(_LOAD, {"run_id": run_id, "after": after})
+        elif not prefix:
+            raise ConfigError("a key prefix is a non-empty string")
+        else:
+            values = {"run_id": run_id, "after": after, "prefix": prefix}
+            rows = await self._fetch(_LOAD_PREFIX, values)
         return [
             Record(
                 seq,

@@ -68,6 +68,17 @@ _LOAD = _Query(
     .where(_r.c.run_id == _RUN_ID, _r.c.seq > sa.bindparam("after"))
     .order_by(_r.c.seq)
 )
+_LOAD_PREFIX = _Query(
+    sa.select(_r.c.seq, _r.c.key, _r.c.kind, _r.c.codec, _r.c.payload, _r.c.created_ms)
+    .where(
+        _r.c.run_id == _RUN_ID,
+        _r.c.seq > sa.bindparam("after"),
+        # A range on the (run_id, key) index: SQLite compares text byte by byte.
+        _r.c.key >= sa.bindparam("low"),
+        _r.c.key < sa.bindparam("high"),
+    )
+    .order_by(_r.c.seq)
+)
 _RUN_COLUMNS = (
     _u.c.run_id,
     _u.c.format,
@@ -308,8 +319,9 @@ class SQLiteStore:
         self._verified.add(run_id)
         return True
 
-    async def load(self, run_id: str, *, after: int = 0) -> list[Record]:
-        """The run's records in commit order, those with ``seq > after`` only if given.
+    async def load(self, run_id: str, *, after: int = 0, prefix: str | None = None) -> list[Record]:
+        """The run's records in commit order, those with ``seq > after`` only if given, and
+        those whose keys start with ``prefix`` only if given.
 
         The header is checked before any other record is decoded: a run in an unknown format
         raises ``FormatError`` and nothing of it is returned; so does a damaged record, with
@@ -317,7 +329,13 @@ class SQLiteStore:
         """
         if run_id not in self._verified and not await self.check_run(run_id):
             return []
-        return await self._readers.run(_load, run_id, after)
+        if prefix is None:
+            return await self._readers.run(_load, run_id, _LOAD.params(run_id=run_id, after=after))
+        if not prefix:
+            raise ConfigError("a key prefix is a non-empty string")
+        low, high = prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        params = _LOAD_PREFIX.params(run_id=run_id, after=after, low=low, high=high)
+        return await self._readers.run(_load, run_id, params, _LOAD_PREFIX.sql)
 
     async def list_runs(
         self,
@@ -406,9 +424,11 @@ def _fetchall(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...]) -> li
     return conn.execute(sql, params).fetchall()
 
 
-def _load(conn: sqlite3.Connection, run_id: str, after: int) -> list[Record]:
+def _load(
+    conn: sqlite3.Connection, run_id: str, params: tuple[Any, ...], sql: str = _LOAD.sql
+) -> list[Record]:
     # Decoded in the reader's thread, straight from the cursor: one pass, no row objects.
-    rows = conn.execute(_LOAD.sql, _LOAD.params(run_id=run_id, after=after))
+    rows = conn.execute(sql, params)
     return [
         Record(
             seq, run_id, key, kind, decode(codec, text, run_id=run_id, key=key, seq=seq), ms, codec
