@@ -13,7 +13,6 @@ from runtime import faults, tracing
 from runtime import records as R
 from runtime.approval import ApprovalPolicy, Decision, canonical_json
 from runtime.errors import ConfigError, ConflictError, RunBusy
-from runtime.journal.postgres.connect import is_postgres_url
 from runtime.journal.protocol import RunPage, RunRow, Store
 from runtime.journal.resolution import (
     Decided,
@@ -27,6 +26,7 @@ from runtime.journal.resolution import (
 )
 from runtime.journal.sqlite import BUSY_TIMEOUT_MS
 from runtime.journal.sqlite.store import SQLiteStore
+from runtime.journal.urls import is_postgres_url
 from runtime.logs import get_logger
 from runtime.ownership import DEFAULT_TTL, Lease, is_alive
 from runtime.state import RunState
