@@ -6,13 +6,13 @@ from __future__ import annotations
 import inspect
 import typing
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, overload
-
-import pydantic
-import pydantic_core
+from typing import TYPE_CHECKING, Any, overload
 
 from runtime.errors import ConfigError, ToolArgumentsError
 from runtime.tools import Safety, ToolContext, ToolSpec
+
+if TYPE_CHECKING:  # pydantic is imported when the first tool is made, not with bide
+    import pydantic
 
 __all__ = ["FunctionTool", "tool"]
 
@@ -60,6 +60,9 @@ class FunctionTool:
         return self._spec
 
     async def call(self, arguments: Mapping[str, Any], context: ToolContext | None = None) -> Any:
+        import pydantic
+        import pydantic_core
+
         try:
             parsed = self._arguments_model.model_validate(dict(arguments))
         except pydantic.ValidationError as exc:
@@ -90,6 +93,8 @@ def _brief(exc: pydantic.ValidationError) -> str:
 def _arguments_model(
     fn: Callable[..., Any],
 ) -> tuple[str | None, type[pydantic.BaseModel]]:
+    import pydantic
+
     hints = typing.get_type_hints(fn, include_extras=True)
     fields: dict[str, Any] = {}
     context_param = None
@@ -119,6 +124,8 @@ def _is_context(annotation: Any) -> bool:
 
 
 def _output_schema(fn: Callable[..., Any]) -> dict[str, Any] | None:
+    import pydantic
+
     returns = typing.get_type_hints(fn).get("return")
     if returns is None or returns is Any or returns is type(None):
         return None

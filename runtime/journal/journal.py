@@ -7,8 +7,6 @@ import os
 import time
 from typing import Any, Self
 
-import jsonschema
-
 from runtime import faults, tracing
 from runtime import records as R
 from runtime.approval import ApprovalPolicy, Decision, canonical_json
@@ -329,6 +327,8 @@ class Journal:
         question = asked[0].payload
         cid = question["call_id"]
         check_storable({"value": value, "by": by}, "answer")
+        import jsonschema  # only an answer is checked against a schema here
+
         try:
             jsonschema.validate(value, question.get("schema") or {})
         except jsonschema.ValidationError as exc:
