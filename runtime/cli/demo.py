@@ -21,11 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import runtime
-from runtime._demo import payments
 from runtime.cli.base import EXIT_USAGE, Command, Failure, Invocation
 from runtime.journal import Journal
-from runtime.journal.migrate import sqlite_path
-from runtime.journal.postgres import display, is_postgres_url
+from runtime.journal.urls import is_postgres_url, sqlite_path
 from runtime.timeline import render, timeline
 
 __all__ = ["COMMANDS"]
@@ -45,6 +43,10 @@ class _Child:
 
 class _Demo:
     def __init__(self, inv: Invocation, db: Path | str, ledger: Path):
+        # The demo's agent and the PostgreSQL stack are imported by this command alone.
+        from runtime._demo import payments
+        from runtime.journal.postgres import display
+
         self.inv = inv
         self.db = db
         self.shown_db = display(db) if isinstance(db, str) else str(db)
