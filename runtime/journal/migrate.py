@@ -12,7 +12,6 @@ import os
 import sqlite3
 import threading
 import urllib.parse
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +43,8 @@ _BIDE_TABLES = frozenset(
 
 def script_location() -> str:
     """Where the Alembic scripts are: inside the installed package, or the source checkout."""
+    from importlib import resources  # (tempfile, shutil, zipfile...): only to migrate
+
     try:
         return str(resources.files("runtime._migrations"))
     except ModuleNotFoundError:
