@@ -119,7 +119,7 @@ class Agent:
         naming it, unless ``wait`` (seconds) lets the lease be released or expire first.
         """
         _check_input(run_id, input)
-        self.specs  # noqa: B018 - a new run journals them: a tool without schemas fails first
+        _ = self.specs  # a new run journals them: a tool without schemas fails it unwritten
         return await RunDrive(self, journal, run_id, wait=wait).go(input, spec)
 
     async def resume(
@@ -135,7 +135,7 @@ class Agent:
         until a worker (or ``resume``) drives it. ``spec`` tells a worker how to rebuild this
         agent. A run that exists already is left as it is and its status returned."""
         _check_input(run_id, input)
-        self.specs  # noqa: B018 - a new run journals them: a tool without schemas fails first
+        _ = self.specs  # a new run journals them: a tool without schemas fails it unwritten
         return await RunDrive(self, journal, run_id, submit_only=True).go(input, spec)
 
     def validate_arguments(self, tool: str, arguments: Any) -> str | None:

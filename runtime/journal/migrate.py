@@ -43,7 +43,7 @@ _BIDE_TABLES = frozenset(
 
 def script_location() -> str:
     """Where the Alembic scripts are: inside the installed package, or the source checkout."""
-    from importlib import resources  # (tempfile, shutil, zipfile...): only to migrate
+    from importlib import resources  # it brings tempfile, shutil, zipfile: only to migrate
 
     try:
         return str(resources.files("runtime._migrations"))
