@@ -15,7 +15,6 @@ import os
 import shlex
 import signal
 import sys
-import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -172,6 +171,8 @@ def _demo_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def _demo(inv: Invocation) -> int:
+    import tempfile  # (shutil, random): for this command alone
+
     given = getattr(inv.args, "db", None)  # never $BIDE_DB: the demo must not touch real runs
     if given and is_postgres_url(given):
         # A run of its own (a fresh id) in that database; the ledger is the demo's alone.
