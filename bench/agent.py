@@ -637,8 +637,8 @@ async def bench_b3(tmp: str, sizes: Sequence[int], repeats: int) -> list[str]:
         budget = median(bare) + floors[size]
         imports, opening, replay, closing = (median([p[i] for p in parts]) for i in range(4))
         line = (
-            f"B3 process {size:>6} records (python -c: import, open, replay; switch to "
-            f"`python -m runtime resume` when it lands): {spread(proc)} ms (import runtime "
+            f"B3 process {size:>6} records (python -c: import, open, replay; the CLI's "
+            f"`resume` is bench/startup.py's): {spread(proc)} ms (import runtime "
             f"{imports:.0f}, open {opening:.0f}, replay {replay:.0f}, close {closing:.0f}, "
             "the rest is interpreter start and exit); bare "
             f"`python -c 'import sqlite3'` {median(bare):.0f} ms + floor {floors[size]:.1f} ms; "
@@ -672,8 +672,8 @@ async def main(quick: bool, only: set[str]) -> None:
     print(
         "\nnot claimed: a scripted or sleeping model, no network, one process, this disk and this"
         " shared 2-core machine; tools do nothing, so B1/B2 are the runtime's own cost; B3's"
-        " process figure times `python -c` opening the journal and replaying (switch it to"
-        " `python -m runtime resume` when the CLI lands); crash-safety is proven by the crash"
+        " process figure times `python -c` opening the journal and replaying (bench/startup.py"
+        " times `python -m runtime resume`); crash-safety is proven by the crash"
         " tests, not here."
     )
 

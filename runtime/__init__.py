@@ -1,39 +1,51 @@
 """bide: durable AI agents whose side effects fire at most once, across crashes."""
 
-from runtime.agent import Agent
-from runtime.approval import ApprovalPolicy, Decision, Tally, single_approval
-from runtime.errors import (
-    BideError,
-    BudgetError,
-    ConfigError,
-    ConflictError,
-    CorruptJournal,
-    FormatError,
-    LeaseLost,
-    ModelError,
-    OwnershipError,
-    ProtocolError,
-    RunBusy,
-    SchemaError,
-    StorageError,
-    ToolArgumentsError,
-    ToolError,
-    ToolOutcomeUnknown,
-    UnknownToolError,
-)
-from runtime.functions import FunctionTool, tool
-from runtime.journal import Decided, Journal, Resolution, RunPage, RunRow, Store
-from runtime.messages import AssistantTurn, Message, ToolCall, ToolResultMessage, Usage, UserMessage
-from runtime.model import Model
-from runtime.ownership import Lease, Owner
-from runtime.records import Record
-from runtime.result import Halt, RunResult, RunStatus, Waiting
-from runtime.retry import RetryingModel, RetryPolicy
-from runtime.state import CallState, RunState
-from runtime.tools import Safety, Tool, ToolContext, ToolSpec
-from runtime.worker import Worker
+import importlib
+import typing
+
+if typing.TYPE_CHECKING:
+    from runtime.agent import Agent
+    from runtime.approval import ApprovalPolicy, Decision, Tally, single_approval
+    from runtime.errors import (
+        BideError,
+        BudgetError,
+        ConfigError,
+        ConflictError,
+        CorruptJournal,
+        FormatError,
+        LeaseLost,
+        ModelError,
+        OwnershipError,
+        ProtocolError,
+        RunBusy,
+        SchemaError,
+        StorageError,
+        ToolArgumentsError,
+        ToolError,
+        ToolOutcomeUnknown,
+        UnknownToolError,
+    )
+    from runtime.functions import FunctionTool, tool
+    from runtime.journal import Decided, Journal, Resolution, RunPage, RunRow, Store
+    from runtime.messages import (
+        AssistantTurn,
+        Message,
+        ToolCall,
+        ToolResultMessage,
+        Usage,
+        UserMessage,
+    )
+    from runtime.model import Model
+    from runtime.ownership import Lease, Owner
+    from runtime.records import Record
+    from runtime.result import Halt, RunResult, RunStatus, Waiting
+    from runtime.retry import RetryingModel, RetryPolicy
+    from runtime.state import CallState, RunState
+    from runtime.tools import Safety, Tool, ToolContext, ToolSpec
+    from runtime.worker import Worker
 
 __version__ = "0.1.0"
+
 
 __all__ = [
     "Agent",
@@ -91,3 +103,75 @@ __all__ = [
     "single_approval",
     "tool",
 ]
+
+_WHERE = {
+    "Agent": "runtime.agent",
+    "ApprovalPolicy": "runtime.approval",
+    "Decision": "runtime.approval",
+    "Tally": "runtime.approval",
+    "single_approval": "runtime.approval",
+    "BideError": "runtime.errors",
+    "BudgetError": "runtime.errors",
+    "ConfigError": "runtime.errors",
+    "ConflictError": "runtime.errors",
+    "CorruptJournal": "runtime.errors",
+    "FormatError": "runtime.errors",
+    "LeaseLost": "runtime.errors",
+    "ModelError": "runtime.errors",
+    "OwnershipError": "runtime.errors",
+    "ProtocolError": "runtime.errors",
+    "RunBusy": "runtime.errors",
+    "SchemaError": "runtime.errors",
+    "StorageError": "runtime.errors",
+    "ToolArgumentsError": "runtime.errors",
+    "ToolError": "runtime.errors",
+    "ToolOutcomeUnknown": "runtime.errors",
+    "UnknownToolError": "runtime.errors",
+    "FunctionTool": "runtime.functions",
+    "tool": "runtime.functions",
+    "Decided": "runtime.journal",
+    "Journal": "runtime.journal",
+    "Resolution": "runtime.journal",
+    "RunPage": "runtime.journal",
+    "RunRow": "runtime.journal",
+    "Store": "runtime.journal",
+    "AssistantTurn": "runtime.messages",
+    "Message": "runtime.messages",
+    "ToolCall": "runtime.messages",
+    "ToolResultMessage": "runtime.messages",
+    "Usage": "runtime.messages",
+    "UserMessage": "runtime.messages",
+    "Model": "runtime.model",
+    "Lease": "runtime.ownership",
+    "Owner": "runtime.ownership",
+    "Record": "runtime.records",
+    "Halt": "runtime.result",
+    "RunResult": "runtime.result",
+    "RunStatus": "runtime.result",
+    "Waiting": "runtime.result",
+    "RetryPolicy": "runtime.retry",
+    "RetryingModel": "runtime.retry",
+    "CallState": "runtime.state",
+    "RunState": "runtime.state",
+    "Safety": "runtime.tools",
+    "Tool": "runtime.tools",
+    "ToolContext": "runtime.tools",
+    "ToolSpec": "runtime.tools",
+    "Worker": "runtime.worker",
+}
+"""Where each public name lives. They are imported on first use, so that a process that needs
+a part of bide (the CLI's ``show``, a store) does not import all of it: see ``__getattr__``."""
+
+
+def __getattr__(name: str) -> typing.Any:
+    """PEP 562: ``runtime.X`` and ``from runtime import X`` import X's module on first use."""
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(where), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

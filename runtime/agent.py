@@ -9,14 +9,14 @@ those of ``docs/guarantee.md``, and these modules are their one implementation.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from functools import cached_property
 from typing import Any
-
-import jsonschema
 
 from runtime.approval import ApprovalPolicy
 from runtime.errors import (
     ConfigError,
 )
+from runtime.functions import FunctionTool
 from runtime.journal.codec import unstorable
 from runtime.journal.journal import Journal
 from runtime.logs import get_logger
@@ -26,6 +26,7 @@ from runtime.result import RunResult
 from runtime.retry import MODEL_RETRY, TOOL_RETRY, RetryingModel, RetryPolicy
 from runtime.tools import (
     Tool,
+    ToolSpec,
     validate_tool_name,
 )
 
@@ -74,7 +75,9 @@ class Agent:
         self.tools: dict[str, Tool] = {}
         self._validators: dict[str, Any] = {}
         for t in tools:
-            spec = getattr(t, "spec", None)
+            # A @tool's schemas are pydantic's and built when first needed (a drive that only
+            # replays never needs them); every other tool's are checked now.
+            spec = t.declared if isinstance(t, FunctionTool) else getattr(t, "spec", None)
             if spec is None or not callable(getattr(t, "call", None)):
                 raise ConfigError(f"{t!r} is not a Tool (it needs .spec and async .call)")
             validate_tool_name(spec.name)
@@ -86,8 +89,13 @@ class Agent:
             if spec.name in self.tools:
                 raise ConfigError(f"two tools of agent {self.name!r} are named {spec.name!r}")
             self.tools[spec.name] = t
-            self._validators[spec.name] = _validator(spec.name, spec.input_schema)
-        self.specs = tuple(t.spec for t in self.tools.values())
+            if not isinstance(t, FunctionTool):
+                self._validators[spec.name] = _validator(spec.name, spec.input_schema)
+
+    @cached_property
+    def specs(self) -> tuple[ToolSpec, ...]:
+        """Every tool's spec, as the model is told them (built on first use)."""
+        return tuple(t.spec for t in self.tools.values())
 
     def __repr__(self) -> str:
         return f"<Agent {self.name} tools={list(self.tools)}>"
@@ -111,6 +119,7 @@ class Agent:
         naming it, unless ``wait`` (seconds) lets the lease be released or expire first.
         """
         _check_input(run_id, input)
+        _ = self.specs  # a new run journals them: a tool without schemas fails it unwritten
         return await RunDrive(self, journal, run_id, wait=wait).go(input, spec)
 
     async def resume(
@@ -126,13 +135,20 @@ class Agent:
         until a worker (or ``resume``) drives it. ``spec`` tells a worker how to rebuild this
         agent. A run that exists already is left as it is and its status returned."""
         _check_input(run_id, input)
+        _ = self.specs  # a new run journals them: a tool without schemas fails it unwritten
         return await RunDrive(self, journal, run_id, submit_only=True).go(input, spec)
 
     def validate_arguments(self, tool: str, arguments: Any) -> str | None:
         """Why ``arguments`` do not fit the tool's input schema, or ``None`` if they do."""
+        import jsonschema
+
         if not isinstance(arguments, Mapping):
             return f"arguments must be a JSON object, not {type(arguments).__name__}"
-        error = jsonschema.exceptions.best_match(self._validators[tool].iter_errors(arguments))
+        validator = self._validators.get(tool)
+        if validator is None:
+            spec = self.tools[tool].spec
+            validator = self._validators[tool] = _validator(spec.name, spec.input_schema)
+        error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
         if error is None:
             return None
         where = "/".join(str(p) for p in error.absolute_path)
@@ -148,6 +164,8 @@ def _check_input(run_id: str, input: object) -> None:
 
 
 def _validator(name: str, schema: Mapping[str, Any]) -> Any:
+    import jsonschema  # only to check a schema or arguments
+
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
         cls.check_schema(schema)

@@ -9,13 +9,15 @@ import struct
 import types
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
-
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from runtime.errors import ConfigError
+
+if TYPE_CHECKING:  # cryptography is imported only where a signed policy needs it
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+        Ed25519PrivateKey,
+        Ed25519PublicKey,
+    )
 
 __all__ = [
     "DECISION_TAG",
@@ -77,6 +79,8 @@ class ApprovalPolicy:
         return bool(self.approvers)
 
     def public_key(self, approver: str) -> Ed25519PublicKey | None:
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
         raw = self._raw_keys().get(approver)
         return Ed25519PublicKey.from_public_bytes(raw) if raw is not None else None
 
@@ -110,6 +114,9 @@ def single_approval() -> ApprovalPolicy:
 
 
 def _raw_public_key(approver: str, key: object) -> bytes:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
     if isinstance(key, Ed25519PublicKey):
         return key.public_bytes(Encoding.Raw, PublicFormat.Raw)
     if isinstance(key, str):
@@ -260,6 +267,8 @@ def verify(
         approver=decision.approver,
         approve=decision.approve,
     )
+    from cryptography.exceptions import InvalidSignature
+
     try:
         key.verify(decision.signature, message)
     except InvalidSignature:

@@ -10,8 +10,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import pydantic
-
 from runtime import records as R
 from runtime import tracing
 from runtime.approval import ApprovalPolicy, tally
@@ -105,6 +103,8 @@ def interrupter(drive: Drive, cs: CallState, safety: Safety) -> Callable[..., Aw
             )
         if not isinstance(key, str) or not key or len(key) > 128:
             raise Misuse(ConfigError(f"interrupt key must be 1 to 128 characters: {key!r}"))
+        import pydantic  # only a tool that asks needs it
+
         adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(expect)
         answer = cs.answers.get(key)
         if answer is not None:

@@ -3,16 +3,17 @@ function's signature and its output schema read from its return annotation."""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import typing
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, overload
-
-import pydantic
-import pydantic_core
+from typing import TYPE_CHECKING, Any, overload
 
 from runtime.errors import ConfigError, ToolArgumentsError
 from runtime.tools import Safety, ToolContext, ToolSpec
+
+if TYPE_CHECKING:  # pydantic is imported when the first tool is made, not with bide
+    import pydantic
 
 __all__ = ["FunctionTool", "tool"]
 
@@ -36,35 +37,62 @@ class FunctionTool:
         if not inspect.iscoroutinefunction(fn):
             raise ConfigError(f"@tool needs an async function, got {fn!r}")
         self.fn = fn
-        self._context_param, self._arguments_model = _arguments_model(fn)
-        input_schema = self._arguments_model.model_json_schema()
-        input_schema.pop("title", None)
-        self._spec = ToolSpec(
+        self._context_param, self._fields = _parameters(fn)
+        # Every part of the spec but its schemas is checked now. The schemas are pydantic's
+        # work, the dearest part of a process's start, and a drive that replays a finished run
+        # never needs them: they are built when first asked for (`spec`, `call`).
+        self.declared = ToolSpec(
             name=name if name is not None else fn.__name__,
             title=title,
             description=description if description is not None else inspect.getdoc(fn) or "",
-            input_schema=input_schema,
-            output_schema=_output_schema(fn),
             safety=safety,
             approval=approval,
             timeout=timeout,
             reconcile=reconcile,
             settle=settle,
         )
+        """The tool's spec without its schemas: what an Agent checks when it is built."""
+        self._spec: ToolSpec | None = None
+        self._arguments_model: type[pydantic.BaseModel] | None = None
         self.__wrapped__ = fn
         self.__doc__ = fn.__doc__
         self.__name__ = fn.__name__
 
     @property
     def spec(self) -> ToolSpec:
+        if self._spec is None:
+            self._build()
+            assert self._spec is not None
         return self._spec
 
+    def _build(self) -> None:
+        import pydantic
+
+        try:
+            model = _arguments_model(self.fn.__name__, self._fields)
+            input_schema = model.model_json_schema()
+        except pydantic.PydanticUserError as exc:
+            raise ConfigError(
+                f"tool {self.declared.name}: its arguments have no JSON schema: {exc}"
+            ) from exc
+        input_schema.pop("title", None)
+        self._spec = dataclasses.replace(
+            self.declared, input_schema=input_schema, output_schema=_output_schema(self.fn)
+        )
+        self._arguments_model = model
+
     async def call(self, arguments: Mapping[str, Any], context: ToolContext | None = None) -> Any:
+        import pydantic
+        import pydantic_core
+
+        if self._arguments_model is None:
+            self._build()
+            assert self._arguments_model is not None
         try:
             parsed = self._arguments_model.model_validate(dict(arguments))
         except pydantic.ValidationError as exc:
             raise ToolArgumentsError(
-                f"arguments for {self._spec.name} do not fit its schema: {_brief(exc)}"
+                f"arguments for {self.declared.name} do not fit its schema: {_brief(exc)}"
             ) from exc
         kwargs = {name: getattr(parsed, name) for name in type(parsed).model_fields}
         if self._context_param is not None:
@@ -76,7 +104,7 @@ class FunctionTool:
         return await self.fn(*args, **kwargs)
 
     def __repr__(self) -> str:
-        return f"<FunctionTool {self._spec.name} {self._spec.safety.value}>"
+        return f"<FunctionTool {self.declared.name} {self.declared.safety.value}>"
 
 
 def _brief(exc: pydantic.ValidationError) -> str:
@@ -87,9 +115,8 @@ def _brief(exc: pydantic.ValidationError) -> str:
     return "; ".join(parts)
 
 
-def _arguments_model(
-    fn: Callable[..., Any],
-) -> tuple[str | None, type[pydantic.BaseModel]]:
+def _parameters(fn: Callable[..., Any]) -> tuple[str | None, dict[str, Any]]:
+    """The parameter that takes the ToolContext, if any, and the others as pydantic fields."""
     hints = typing.get_type_hints(fn, include_extras=True)
     fields: dict[str, Any] = {}
     context_param = None
@@ -104,12 +131,17 @@ def _arguments_model(
             continue
         default = ... if param.default is param.empty else param.default
         fields[param.name] = (annotation, default)
-    model = pydantic.create_model(
-        f"{fn.__name__}_arguments",
+    return context_param, fields
+
+
+def _arguments_model(name: str, fields: dict[str, Any]) -> type[pydantic.BaseModel]:
+    import pydantic
+
+    return pydantic.create_model(
+        f"{name}_arguments",
         __config__=pydantic.ConfigDict(extra="forbid", strict=False),
         **fields,
     )
-    return context_param, model
 
 
 def _is_context(annotation: Any) -> bool:
@@ -119,6 +151,8 @@ def _is_context(annotation: Any) -> bool:
 
 
 def _output_schema(fn: Callable[..., Any]) -> dict[str, Any] | None:
+    import pydantic
+
     returns = typing.get_type_hints(fn).get("return")
     if returns is None or returns is Any or returns is type(None):
         return None

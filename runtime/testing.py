@@ -12,8 +12,8 @@ from typing import Any
 
 from runtime.errors import ConfigError, FormatError, StorageError
 from runtime.journal.codec import encode
+from runtime.journal.names import FORMAT_VERSION
 from runtime.journal.protocol import RunPage, RunRow, written_ahead
-from runtime.journal.schema import FORMAT_VERSION
 from runtime.journal.sqlite.leases import LeaseOp, LeaseRow, decide
 from runtime.messages import AssistantTurn, Message, ToolCall, Usage
 from runtime.ownership import Lease, Owner, busy, lease_from_row, lost

@@ -37,8 +37,8 @@ from runtime.cli.base import (
 )
 from runtime.cli.logs import configured
 from runtime.errors import BideError, ConfigError, RunBusy, SchemaError, StorageError
-from runtime.journal.migrate import damage, sqlite_path
-from runtime.journal.postgres import is_postgres_url
+from runtime.journal.migrate import damage
+from runtime.journal.urls import is_postgres_url, sqlite_path
 
 __all__ = ["COMMANDS", "main"]
 

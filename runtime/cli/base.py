@@ -12,8 +12,7 @@ from typing import Any, TextIO
 
 from runtime.errors import ConfigError
 from runtime.journal import Journal
-from runtime.journal.migrate import sqlite_path
-from runtime.journal.postgres import is_postgres_url
+from runtime.journal.urls import is_postgres_url, sqlite_path
 from runtime.logs import get_logger
 from runtime.ownership import DEFAULT_TTL
 from runtime.redact import redact

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
-import secrets
 import sys
 
 from runtime.cli.base import EXIT_USAGE, Command, Failure, Invocation
@@ -42,6 +41,8 @@ def loopback(host: str) -> bool:
 
 
 async def _console(inv: Invocation) -> int:
+    import secrets
+
     import uvicorn
 
     from runtime.console import Console

@@ -15,17 +15,14 @@ import os
 import shlex
 import signal
 import sys
-import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import runtime
-from runtime._demo import payments
 from runtime.cli.base import EXIT_USAGE, Command, Failure, Invocation
 from runtime.journal import Journal
-from runtime.journal.migrate import sqlite_path
-from runtime.journal.postgres import display, is_postgres_url
+from runtime.journal.urls import is_postgres_url, sqlite_path
 from runtime.timeline import render, timeline
 
 __all__ = ["COMMANDS"]
@@ -45,6 +42,10 @@ class _Child:
 
 class _Demo:
     def __init__(self, inv: Invocation, db: Path | str, ledger: Path):
+        # The demo's agent and the PostgreSQL stack are imported by this command alone.
+        from runtime._demo import payments
+        from runtime.journal.postgres import display
+
         self.inv = inv
         self.db = db
         self.shown_db = display(db) if isinstance(db, str) else str(db)
@@ -170,6 +171,8 @@ def _demo_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def _demo(inv: Invocation) -> int:
+    import tempfile  # (shutil, random): for this command alone
+
     given = getattr(inv.args, "db", None)  # never $BIDE_DB: the demo must not touch real runs
     if given and is_postgres_url(given):
         # A run of its own (a fresh id) in that database; the ledger is the demo's alone.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from runtime.cli.base import Command, Invocation
-from runtime.journal import schema
+from runtime.journal import names
 from runtime.journal.migrate import ensure
 
 __all__ = ["COMMANDS"]
@@ -27,7 +27,7 @@ def _migrate_arguments(parser: argparse.ArgumentParser) -> None:
 
 async def _migrate(inv: Invocation) -> int:
     path = await ensure(inv.db, migrate=not inv.args.check, allow_foreign=inv.args.allow_foreign)
-    inv.out(f"journal {path} is at schema revision {schema.HEAD_REVISION}")
+    inv.out(f"journal {path} is at schema revision {names.HEAD_REVISION}")
     return 0
 
 

@@ -7,21 +7,15 @@ import base64
 import json
 import os
 from pathlib import Path
-from typing import Any
-
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from cryptography.hazmat.primitives.serialization import (
-    Encoding,
-    NoEncryption,
-    PrivateFormat,
-    PublicFormat,
-    load_pem_private_key,
-)
+from typing import TYPE_CHECKING, Any
 
 from runtime.approval import Decision, arguments_digest, sign_decision
 from runtime.cli.base import EXIT_USAGE, Command, Failure, Invocation
 from runtime.cli.verbs import operator
 from runtime.errors import ConfigError
+
+if TYPE_CHECKING:  # cryptography is imported by the commands that sign, not by the CLI
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 DECISION_FORMAT = "bide/decision/v1"
 """The ``format`` of a decision document written by ``approve --out`` (the console reads it)."""
@@ -157,6 +151,9 @@ def _json_option(name: str, text: str) -> Any:
 
 
 def _private_key(path: str) -> Ed25519PrivateKey:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
@@ -223,6 +220,14 @@ async def _keygen(inv: Invocation) -> int:
             )
         if path.is_dir() and not path.is_symlink():
             raise Failure(f"{path} is a directory", EXIT_USAGE)
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives.serialization import (
+        Encoding,
+        NoEncryption,
+        PrivateFormat,
+        PublicFormat,
+    )
+
     key = Ed25519PrivateKey.generate()
     pem = key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
     public = base64.b64encode(key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw))

@@ -9,7 +9,6 @@ from runtime.cli.drive import journaled_spec_of
 from runtime.cli.specs import open_agent
 from runtime.errors import ConfigError
 from runtime.journal import Journal
-from runtime.reconcile import settle_run
 from runtime.terminal import printable
 
 __all__ = ["COMMANDS"]
@@ -71,6 +70,8 @@ async def _one(inv: Invocation, journal: Journal, run_id: str) -> int:
             f"run {run_id!r} journaled no agent spec: name it with --agent MODULE:ATTR",
             run_id=run_id,
         )
+    from runtime.reconcile import settle_run  # for this command alone
+
     async with open_agent(spec) as agent:
         verdicts = await settle_run(journal, agent.tools, run_id, now=True)
     told = {call.call.id for call, _ in verdicts}

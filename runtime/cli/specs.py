@@ -13,10 +13,12 @@ import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from runtime.agent import Agent
 from runtime.errors import BideError, ConfigError
+
+if TYPE_CHECKING:  # the agent's machinery is imported by the commands that drive one
+    from runtime.agent import Agent
 
 __all__ = ["is_agent_file", "journaled_spec", "open_agent"]
 
@@ -100,6 +102,8 @@ def _current_directory_importable() -> None:
 
 
 async def _agent_from(spec: str, target: Any, stack: AsyncExitStack) -> Agent:
+    from runtime.agent import Agent
+
     value = target
     try:
         if not isinstance(value, Agent) and not _is_async_cm(value) and callable(value):

@@ -6,11 +6,14 @@ import argparse
 import asyncio
 import contextlib
 import signal
+from typing import TYPE_CHECKING
 
 from runtime.cli.base import Command, Invocation
 from runtime.cli.drive import _seconds
 from runtime.cli.specs import open_agent
-from runtime.worker import Worker
+
+if TYPE_CHECKING:
+    from runtime.worker import Worker
 
 __all__ = ["COMMANDS"]
 
@@ -54,6 +57,8 @@ def _worker_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def _worker(inv: Invocation) -> int:
+    from runtime.worker import Worker  # the worker's machinery, for this command alone
+
     args = inv.args
     async with inv.journal(create=True, lease_ttl=args.lease_ttl) as journal:
         if args.agent:

@@ -7,13 +7,10 @@ import os
 import time
 from typing import Any, Self
 
-import jsonschema
-
 from runtime import faults, tracing
 from runtime import records as R
 from runtime.approval import ApprovalPolicy, Decision, canonical_json
 from runtime.errors import ConfigError, ConflictError, RunBusy
-from runtime.journal.postgres.connect import is_postgres_url
 from runtime.journal.protocol import RunPage, RunRow, Store
 from runtime.journal.resolution import (
     Decided,
@@ -27,6 +24,7 @@ from runtime.journal.resolution import (
 )
 from runtime.journal.sqlite import BUSY_TIMEOUT_MS
 from runtime.journal.sqlite.store import SQLiteStore
+from runtime.journal.urls import is_postgres_url
 from runtime.logs import get_logger
 from runtime.ownership import DEFAULT_TTL, Lease, is_alive
 from runtime.state import RunState
@@ -329,6 +327,8 @@ class Journal:
         question = asked[0].payload
         cid = question["call_id"]
         check_storable({"value": value, "by": by}, "answer")
+        import jsonschema  # only an answer is checked against a schema here
+
         try:
             jsonschema.validate(value, question.get("schema") or {})
         except jsonschema.ValidationError as exc:

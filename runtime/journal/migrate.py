@@ -12,17 +12,16 @@ import os
 import sqlite3
 import threading
 import urllib.parse
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import sqlalchemy as sa
-
 from runtime.errors import ConfigError, SchemaError
-from runtime.journal import schema
+from runtime.journal import names
 from runtime.journal.sqlite import BUSY_TIMEOUT_MS, configure
+from runtime.journal.urls import is_postgres_url, sqlite_path
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # SQLAlchemy and Alembic are imported only to migrate, or to parse a URL
+    import sqlalchemy as sa
     from alembic.script import ScriptDirectory
 
 __all__ = [
@@ -37,38 +36,15 @@ __all__ = [
     "verify",
 ]
 
-_BIDE_TABLES = frozenset({schema.VERSION_TABLE, *schema.metadata.tables})
-
-
-def sqlite_path(url: str | os.PathLike[str]) -> str:
-    """The file behind a journal URL: ``sqlite+aiosqlite:///path``, ``sqlite:///path`` or a path.
-
-    A plain path is a file name, every character of it (``%41`` and ``?`` included): every
-    connection bide makes opens the file by name, never through a URI.
-    """
-    text = os.fspath(url)
-    if "://" not in text:
-        path = text
-    else:
-        try:
-            parsed = sa.engine.make_url(text)
-        except sa.exc.ArgumentError as exc:
-            raise ConfigError(f"invalid journal URL {text!r}: {exc}") from exc
-        if parsed.get_backend_name() != "sqlite":
-            raise ConfigError(
-                f"journal URL {parsed.render_as_string()!r}: not a SQLite journal "
-                "(sqlite+aiosqlite:///path/to/bide.db, or a plain file path)"
-            )
-        path = parsed.database or ""
-    if path in ("", ":memory:") or path.startswith("file::memory:"):
-        raise ConfigError(
-            "a journal needs a file (its writer and readers share it): give a path, not :memory:"
-        )
-    return os.path.abspath(path)
+_BIDE_TABLES = frozenset(
+    {names.VERSION_TABLE, names.records.name, names.runs.name, names.leases.name}
+)
 
 
 def script_location() -> str:
     """Where the Alembic scripts are: inside the installed package, or the source checkout."""
+    from importlib import resources  # it brings tempfile, shutil, zipfile: only to migrate
+
     try:
         return str(resources.files("runtime._migrations"))
     except ModuleNotFoundError:
@@ -81,6 +57,8 @@ def migration_engine(url: str, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sa.
     ``BEGIN IMMEDIATE`` serialises two processes migrating one new file: the second waits for
     the first, then finds the schema at head and does nothing.
     """
+    import sqlalchemy as sa
+
     path = sqlite_path(url)
     engine = sa.create_engine(
         "sqlite://",
@@ -125,6 +103,8 @@ def ensure_schema(
             f"no journal at {path}; this bide needs schema revision {head}. Open it with "
             "migrate=True or run `python -m runtime migrate` to create it."
         )
+    import sqlalchemy as sa
+
     engine = migration_engine(path, busy_timeout_ms=busy_timeout_ms)
     try:
         with engine.connect() as conn:
@@ -143,8 +123,6 @@ def ensure_schema(
 async def ensure(url: str, *, migrate: bool, allow_foreign: bool = False) -> str:
     """Migrate (or with ``migrate=False`` verify) the journal at ``url``, a SQLite file or a
     PostgreSQL database; return where it is, fit for a message."""
-    from runtime.journal.postgres.connect import is_postgres_url
-
     if is_postgres_url(url):
         from runtime.journal.postgres import migrate as pg_migrate
 
@@ -160,8 +138,8 @@ def scripts() -> tuple[ScriptDirectory, str]:
 
     found = ScriptDirectory(script_location())
     head = found.get_current_head()
-    if head != schema.HEAD_REVISION:  # pragma: no cover - a packaging mistake
-        raise SchemaError(f"shipped migrations end at {head}, code expects {schema.HEAD_REVISION}")
+    if head != names.HEAD_REVISION:  # pragma: no cover - a packaging mistake
+        raise SchemaError(f"shipped migrations end at {head}, code expects {names.HEAD_REVISION}")
     assert head is not None
     return found, head
 
@@ -247,18 +225,20 @@ def _at_head(path: str, busy_timeout_ms: int) -> bool:
     try:
         conn = sqlite3.connect(uri, uri=True, timeout=busy_timeout_ms / 1000)
         try:
-            row = conn.execute(f"SELECT version_num FROM {schema.VERSION_TABLE}").fetchone()
+            row = conn.execute(f"SELECT version_num FROM {names.VERSION_TABLE}").fetchone()
         finally:
             conn.close()
     except sqlite3.Error as exc:
         if _is_damage(exc):
             raise _damaged(path, exc) from exc
         return False  # no bide schema yet, or busy: the migrator waits for the lock and decides
-    return row is not None and row[0] == schema.HEAD_REVISION
+    return row is not None and row[0] == names.HEAD_REVISION
 
 
 def _foreign_tables(conn: sa.Connection) -> list[str]:
     if conn.dialect.name != "sqlite":
+        import sqlalchemy as sa
+
         inspector = sa.inspect(conn)
         found = sorted({*inspector.get_table_names(), *inspector.get_view_names()})
         return [n for n in found if n not in _BIDE_TABLES]
@@ -283,7 +263,7 @@ def _refuse_foreign(conn: sa.Connection, path: str) -> None:
 def _current(conn: sa.Connection) -> str | None:
     from alembic.runtime.migration import MigrationContext
 
-    context = MigrationContext.configure(conn, opts={"version_table": schema.VERSION_TABLE})
+    context = MigrationContext.configure(conn, opts={"version_table": names.VERSION_TABLE})
     return context.get_current_revision()
 
 

@@ -13,7 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from runtime.errors import ConfigError, StorageError
 from runtime.journal.codec import decode, encode
-from runtime.journal.schema import INDEX_COLUMNS
+from runtime.journal.names import INDEX_COLUMNS
 from runtime.ownership import Lease, Owner
 from runtime.records import Appended, Entry, Record
 

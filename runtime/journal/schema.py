@@ -1,4 +1,5 @@
-"""The journal's tables, as SQLAlchemy Core on one MetaData. Alembic revisions create them.
+"""The journal's tables, as SQLAlchemy Core on one MetaData. Alembic revisions create them; the
+SQLite store reads and writes them by the names in ``names`` (a test keeps the two in step).
 
 ``bide_records`` is the journal itself: append-only, one row per record, unique per (run, key),
 ordered by ``seq`` (commit order). ``bide_runs`` is a derived index for listing runs; every fact
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from runtime.journal.names import FORMAT_VERSION, HEAD_REVISION, INDEX_COLUMNS, VERSION_TABLE
+
 __all__ = [
     "FORMAT_VERSION",
     "HEAD_REVISION",
@@ -21,14 +24,6 @@ __all__ = [
     "records",
     "runs",
 ]
-
-FORMAT_VERSION = 1
-"""The journal format of a run, written in its header record. A reader refuses any other."""
-
-HEAD_REVISION = "0002"
-"""The schema revision this bide needs: the newest Alembic revision it ships."""
-
-VERSION_TABLE = "bide_alembic_version"
 
 metadata = sa.MetaData()
 
@@ -63,9 +58,6 @@ runs = sa.Table(
     sa.Index("ix_bide_runs_created", "created_ms", "run_id"),
     sa.Index("ix_bide_runs_status_created", "status", "created_ms", "run_id"),
 )
-
-INDEX_COLUMNS = ("status", "agent", "turns", "detail")
-"""The columns of ``bide_runs`` a writer may set (``update_index``, ``append(index=)``)."""
 
 leases = sa.Table(
     "bide_leases",

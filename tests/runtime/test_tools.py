@@ -17,7 +17,7 @@ from runtime import (
     ToolSpec,
     tool,
 )
-from runtime.testing import ScriptedModel
+from runtime.testing import MemoryStore, ScriptedModel
 from runtime.tools import idempotency_key_for, safe_repr, validate_tool_name
 
 
@@ -106,6 +106,52 @@ def test_tool_needs_an_async_function() -> None:
 
     with pytest.raises(ConfigError, match="async"):
         tool(sync)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "kw", [{"name": "no spaces"}, {"timeout": 0}, {"safety": "read_only"}, {"settle": -1}]
+)
+def test_tool_checks_everything_but_its_schemas_when_made(kw: dict[str, Any]) -> None:
+    async def act(x: int) -> None:
+        """Act."""
+
+    with pytest.raises(ConfigError):
+        tool(**kw)(act)
+
+
+class HandWritten:
+    """A Tool whose schema someone wrote by hand (as an MCP server does)."""
+
+    def __init__(self, schema: dict[str, Any]):
+        self.spec = ToolSpec(name="hand", input_schema=schema)
+
+    async def call(self, arguments: Any, context: ToolContext | None = None) -> Any:
+        return None
+
+
+def test_an_agent_refuses_a_hand_written_schema_that_is_not_json_schema_when_built() -> None:
+    broken = {"type": "object", "properties": {"x": {"type": 5}}}
+    with pytest.raises(ConfigError, match="hand: invalid input schema"):
+        Agent(model=ScriptedModel([]), tools=[HandWritten(broken)])
+
+
+class Opaque:
+    """A parameter type pydantic has no schema for."""
+
+
+async def test_a_tool_without_a_schema_fails_a_new_run_before_it_is_journaled() -> None:
+    """A @tool's schemas are built when first needed (a replay never needs them); a new run
+    needs them for its start record, so it fails before anything is written."""
+
+    @tool
+    async def act(x: Opaque) -> None:
+        """Act."""
+
+    agent = Agent(model=ScriptedModel([{"text": "done"}]), tools=[act])
+    async with Journal(store=MemoryStore()) as journal:
+        with pytest.raises(ConfigError, match="act: its arguments have no JSON schema"):
+            await agent.run("r1", "go", journal=journal)
+        assert await journal.state("r1") is None
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import sqlalchemy as sa
 
 from runtime.errors import ConfigError, StorageError
+from runtime.journal.urls import is_postgres_url
 
 if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal opens
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -52,13 +53,6 @@ on it (an answer, a decision, a release) is ready."""
 NOW_MS = "CAST(extract(epoch FROM clock_timestamp()) * 1000 AS bigint)"
 """The database's clock in epoch milliseconds: leases and records are timed by the server, so
 every process and machine sharing the journal agrees on one clock."""
-
-
-def is_postgres_url(url: str | os.PathLike[str]) -> bool:
-    """Whether ``url`` names a PostgreSQL journal (``postgresql://`` or ``postgresql+asyncpg://``)."""
-    text = os.fspath(url)
-    scheme = text.partition("://")[0].lower() if "://" in text else ""
-    return scheme.partition("+")[0] in ("postgresql", "postgres")
 
 
 def postgres_url(url: str | os.PathLike[str]) -> sa.URL:

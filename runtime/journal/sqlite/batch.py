@@ -1,9 +1,9 @@
 """One batch of journal writes, applied set-wise inside the writer's open transaction.
 
 Pure apart from its connection: ``apply(conn, ops, now, limit)`` decides each op's outcome as if
-the ops ran one by one in order, and is tested without threads. The SQL is compiled from the
-Core tables' names, so the writer (on the standard-library driver, for speed) cannot drift from
-the schema.
+the ops ran one by one in order, and is tested without threads. The SQL is built from the
+tables' names in ``names``, which a test holds to the Core schema, so the writer (on the
+standard-library driver, for speed) cannot drift from the schema.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runtime.errors import FormatError, LeaseLost, StorageError
-from runtime.journal import schema
+from runtime.journal import names
 from runtime.journal.protocol import written_ahead
 from runtime.journal.sqlite.leases import LeaseOp, LeaseRow, decide, read_leases, write_leases
 from runtime.journal.sqlite.setup import check_format
@@ -38,9 +38,9 @@ __all__ = [
 # A batch's rows go into a few
 # multi-row statements whose row counts are powers of two (a short list is padded by repeating
 # its last row, which changes nothing), so the connection's statement cache stays small.
-_R, _U = schema.records.name, schema.runs.name
+_R, _U = names.records.name, names.runs.name
 _RECORD_COLUMNS = ("seq", "run_id", "key", "kind", "codec", "payload", "created_ms")
-INDEX_COLUMNS = schema.INDEX_COLUMNS
+INDEX_COLUMNS = names.INDEX_COLUMNS
 
 UPDATE_FROM = sqlite3.sqlite_version_info >= (3, 33, 0)
 """SQLite understands ``UPDATE ... FROM`` (older versions take a slower correlated update)."""
@@ -288,7 +288,7 @@ def apply(conn: sqlite3.Connection, ops: list[Op], now: int, limit: int) -> list
                 seq += 1
                 present[k] = (seq, "header", "json", op.header, now)
                 inserts += (seq, run_id, "header", "header", "json", op.header, now)
-                created += (run_id, schema.FORMAT_VERSION, now, now, op.status, op.agent, 0)
+                created += (run_id, names.FORMAT_VERSION, now, now, op.status, op.agent, 0)
                 outcome(True)
                 continue
             try:

@@ -14,11 +14,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from runtime.journal import schema
+from runtime.journal import names
 
 __all__ = ["LeaseOp", "LeaseRow", "decide", "read_leases", "write_leases"]
 
-_L = schema.leases.name
+_L = names.leases.name
 _COLUMNS = ("run_id", "epoch", "owner", "host", "acquired_ms", "expires_ms", "released")
 
 LeaseRow = tuple[int, str, str, int, int, bool]

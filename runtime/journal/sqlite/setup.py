@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from runtime.errors import FormatError, StorageError
-from runtime.journal import schema
+from runtime.journal import names
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
@@ -115,10 +115,10 @@ def check_format(run_id: str, header_payload: str | None) -> None:
         version = json.loads(header_payload).get("format")
     except (ValueError, AttributeError):
         version = None
-    if version != schema.FORMAT_VERSION:
+    if version != names.FORMAT_VERSION:
         raise FormatError(
             f"run {run_id!r} is written in journal format {version!r}; this bide reads format "
-            f"{schema.FORMAT_VERSION} only (a newer bide wrote it?)",
+            f"{names.FORMAT_VERSION} only (a newer bide wrote it?)",
             run_id=run_id,
         )
 

@@ -1,14 +1,13 @@
 """The store over one SQLite file: per-run append-only records with insert-if-absent keys.
 
-Writes go through the group-commit writer (``sqlite.Writer``). Reads are SQLAlchemy Core queries,
-compiled once to SQL and run on standard-library connections of their own in worker threads
-(``sqlite.Readers``), so they never queue behind writes nor block the event loop.
+Writes go through the group-commit writer (``sqlite.Writer``). Reads are SQLAlchemy Core selects
+written out as SQL (``sqlite.queries``), run on standard-library connections of their own in
+worker threads (``sqlite.Readers``), so they never queue behind writes nor block the event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import os
 import sqlite3
@@ -16,11 +15,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Self
 
-import sqlalchemy as sa
-from sqlalchemy.dialects import sqlite as sqlite_dialect
-
 from runtime.errors import ConfigError
-from runtime.journal import schema
+from runtime.journal import names
 from runtime.journal.codec import decode, encode
 from runtime.journal.migrate import ensure_schema, sqlite_path
 from runtime.journal.protocol import (
@@ -33,112 +29,13 @@ from runtime.journal.protocol import (
     ttl_ms,
 )
 from runtime.journal.sqlite.batch import AppendOp, CreateOp, IndexOp, LeaseOp
+from runtime.journal.sqlite.queries import CLAIMABLE, GET, LEASE, LIST, LOAD, LOAD_PREFIX, ROW
 from runtime.journal.sqlite.setup import BUSY_TIMEOUT_MS, Readers, check_format
 from runtime.journal.sqlite.writer import Writer
 from runtime.ownership import Lease, Owner, busy, lease_from_row, lost
 from runtime.records import CODEC, Appended, Entry, Record
 
 __all__ = ["SQLiteStore"]
-
-
-class _Query:
-    """A Core select compiled once for SQLite, with its parameters in placeholder order."""
-
-    __slots__ = ("defaults", "names", "sql")
-
-    def __init__(self, statement: sa.Select[Any]):
-        compiled = statement.compile(dialect=sqlite_dialect.dialect())
-        self.sql = str(compiled)
-        self.names = tuple(compiled.positiontup or ())
-        self.defaults = compiled.params
-
-    def params(self, **values: Any) -> tuple[Any, ...]:
-        return tuple(values[n] if n in values else self.defaults[n] for n in self.names)
-
-
-_r, _u, _l = schema.records, schema.runs, schema.leases
-_RUN_ID: sa.BindParameter[str] = sa.bindparam("run_id")
-_GET = _Query(
-    sa.select(_r.c.seq, _r.c.kind, _r.c.codec, _r.c.payload, _r.c.created_ms).where(
-        _r.c.run_id == _RUN_ID, _r.c.key == sa.bindparam("key")
-    )
-)
-_LOAD = _Query(
-    sa.select(_r.c.seq, _r.c.key, _r.c.kind, _r.c.codec, _r.c.payload, _r.c.created_ms)
-    .where(_r.c.run_id == _RUN_ID, _r.c.seq > sa.bindparam("after"))
-    .order_by(_r.c.seq)
-)
-_LOAD_PREFIX = _Query(
-    sa.select(_r.c.seq, _r.c.key, _r.c.kind, _r.c.codec, _r.c.payload, _r.c.created_ms)
-    .where(
-        _r.c.run_id == _RUN_ID,
-        _r.c.seq > sa.bindparam("after"),
-        # A range on the (run_id, key) index: SQLite compares text byte by byte.
-        _r.c.key >= sa.bindparam("low"),
-        _r.c.key < sa.bindparam("high"),
-    )
-    .order_by(_r.c.seq)
-)
-_RUN_COLUMNS = (
-    _u.c.run_id,
-    _u.c.format,
-    _u.c.status,
-    _u.c.agent,
-    _u.c.turns,
-    _u.c.created_ms,
-    _u.c.updated_ms,
-    _u.c.detail,
-    _l.c.epoch,
-    _l.c.owner,
-    _l.c.acquired_ms,
-    _l.c.expires_ms,
-    _l.c.released,
-)
-_RUNS = _u.outerjoin(_l, _l.c.run_id == _u.c.run_id)
-
-
-def _list_query(status: bool, prefix: bool, before: bool) -> _Query:
-    query = sa.select(*_RUN_COLUMNS).select_from(_RUNS)
-    if status:
-        query = query.where(_u.c.status == sa.bindparam("status"))
-    if prefix:
-        query = query.where(_u.c.run_id.like(sa.bindparam("pattern"), escape="/"))
-    if before:
-        cursor = sa.tuple_(sa.bindparam("before_ms"), sa.bindparam("before_id"))
-        query = query.where(sa.tuple_(_u.c.created_ms, _u.c.run_id) < cursor)
-    order = query.order_by(_u.c.created_ms.desc(), _u.c.run_id.desc())
-    return _Query(order.limit(sa.bindparam("limit")))
-
-
-_LIST = {flags: _list_query(*flags) for flags in itertools.product((False, True), repeat=3)}
-"""One compiled listing per combination of filters: (status, prefix, before)."""
-_ROW = _Query(sa.select(*_RUN_COLUMNS).select_from(_RUNS).where(_u.c.run_id == _RUN_ID))
-_LEASE = _Query(
-    sa.select(_l.c.epoch, _l.c.owner, _l.c.acquired_ms, _l.c.expires_ms, _l.c.released).where(
-        _l.c.run_id == _RUN_ID
-    )
-)
-_CLAIMABLE = _Query(
-    sa.select(_u.c.run_id, _l.c.epoch, _l.c.owner, _l.c.acquired_ms, _l.c.expires_ms, _l.c.released)
-    .select_from(_RUNS)
-    .where(
-        sa.or_(_u.c.status == "running", _u.c.status == "submitted"),
-        sa.or_(
-            _l.c.run_id.is_(None),
-            _l.c.released.is_(True),
-            _l.c.expires_ms <= sa.bindparam("now"),
-            _l.c.host == sa.bindparam("host"),
-        ),
-    )
-    # Orphans first (a lease nobody released: its drive died), so a backlog of runs never
-    # driven does not delay a takeover; then least recently updated.
-    .order_by(
-        sa.case((sa.and_(_l.c.run_id.is_not(None), _l.c.released.is_(False)), 0), else_=1),
-        _u.c.updated_ms,
-        _u.c.run_id,
-    )
-    .limit(sa.bindparam("limit"))
-)
 
 
 class SQLiteStore:
@@ -211,7 +108,7 @@ class SQLiteStore:
         An existing run written in another format is refused with ``FormatError``.
         """
         check_run_id(run_id)
-        header = encode({"format": schema.FORMAT_VERSION})
+        header = encode({"format": names.FORMAT_VERSION})
         created = bool(await self._writer.submit(CreateOp(run_id, header, agent, epoch)))
         self._verified.add(run_id)
         return created
@@ -299,8 +196,8 @@ class SQLiteStore:
     # --- reads -----------------------------------------------------------------------------
 
     async def get(self, run_id: str, key: str) -> Record | None:
-        params = _GET.params(run_id=run_id, key=key)
-        row = await self._readers.run(_fetchone, _GET.sql, params)
+        params = GET.params(run_id=run_id, key=key)
+        row = await self._readers.run(_fetchone, GET.sql, params)
         if row is None:
             return None
         if run_id not in self._verified and key != "header":
@@ -311,8 +208,8 @@ class SQLiteStore:
 
     async def check_run(self, run_id: str) -> bool:
         """True if the run exists; ``FormatError`` if it is written in an unknown format."""
-        params = _GET.params(run_id=run_id, key="header")
-        row = await self._readers.run(_fetchone, _GET.sql, params)
+        params = GET.params(run_id=run_id, key="header")
+        row = await self._readers.run(_fetchone, GET.sql, params)
         if row is None:
             return False
         check_format(run_id, row[3])
@@ -330,12 +227,12 @@ class SQLiteStore:
         if run_id not in self._verified and not await self.check_run(run_id):
             return []
         if prefix is None:
-            return await self._readers.run(_load, run_id, _LOAD.params(run_id=run_id, after=after))
+            return await self._readers.run(_load, run_id, LOAD.params(run_id=run_id, after=after))
         if not prefix:
             raise ConfigError("a key prefix is a non-empty string")
         low, high = prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)
-        params = _LOAD_PREFIX.params(run_id=run_id, after=after, low=low, high=high)
-        return await self._readers.run(_load, run_id, params, _LOAD_PREFIX.sql)
+        params = LOAD_PREFIX.params(run_id=run_id, after=after, low=low, high=high)
+        return await self._readers.run(_load, run_id, params, LOAD_PREFIX.sql)
 
     async def list_runs(
         self,
@@ -354,7 +251,7 @@ class SQLiteStore:
             values["pattern"] = escaped + "%"
         if before is not None:
             values["before_ms"], values["before_id"] = parse_cursor(before)
-        query = _LIST[(status is not None, bool(prefix), before is not None)]
+        query = LIST[(status is not None, bool(prefix), before is not None)]
         rows = await self._readers.run(_fetchall, query.sql, query.params(**values))
         runs = [_run_row(row) for row in rows[:limit]]
         cursor = None
@@ -365,12 +262,12 @@ class SQLiteStore:
 
     async def run_row(self, run_id: str) -> RunRow | None:
         """The run's row in the index, if the run exists."""
-        row = await self._readers.run(_fetchone, _ROW.sql, _ROW.params(run_id=run_id))
+        row = await self._readers.run(_fetchone, ROW.sql, ROW.params(run_id=run_id))
         return None if row is None else _run_row(row)
 
     async def lease(self, run_id: str) -> Lease | None:
         """The run's lease as it stands, if a drive ever took one."""
-        row = await self._readers.run(_fetchone, _LEASE.sql, _LEASE.params(run_id=run_id))
+        row = await self._readers.run(_fetchone, LEASE.sql, LEASE.params(run_id=run_id))
         return None if row is None else _read(run_id, row, _now_ms())
 
     async def claimable(
@@ -378,8 +275,8 @@ class SQLiteStore:
     ) -> list[tuple[str, Lease | None]]:
         """Runs a worker may claim (see ``Store``), least recently updated first."""
         now = _now_ms()
-        params = _CLAIMABLE.params(now=now, host=host, limit=limit)
-        rows = await self._readers.run(_fetchall, _CLAIMABLE.sql, params)
+        params = CLAIMABLE.params(now=now, host=host, limit=limit)
+        rows = await self._readers.run(_fetchall, CLAIMABLE.sql, params)
         return [(row[0], None if row[1] is None else _read(row[0], row[1:], now)) for row in rows]
 
 
@@ -425,7 +322,7 @@ def _fetchall(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...]) -> li
 
 
 def _load(
-    conn: sqlite3.Connection, run_id: str, params: tuple[Any, ...], sql: str = _LOAD.sql
+    conn: sqlite3.Connection, run_id: str, params: tuple[Any, ...], sql: str = LOAD.sql
 ) -> list[Record]:
     # Decoded in the reader's thread, straight from the cursor: one pass, no row objects.
     rows = conn.execute(sql, params)

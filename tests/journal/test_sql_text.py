@@ -1,0 +1,160 @@
+"""The SQLite store's SQL is text (no SQLAlchemy on import): every name it uses is the Core
+schema's, and every read it makes is exactly its Core select compiled for SQLite."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+
+from runtime.journal import names, schema
+from runtime.journal.sqlite import batch, leases, queries
+from runtime.journal.sqlite.queries import Query
+
+
+@pytest.mark.parametrize("table", ["records", "runs", "leases"])
+def test_names_are_the_core_tables_names_and_columns_in_order(table: str) -> None:
+    core: sa.Table = getattr(schema, table)
+    named: names.TableNames = getattr(names, table)
+    assert named.name == core.name
+    assert named.columns == tuple(core.c.keys())
+
+
+def test_the_versions_and_index_columns_are_the_schemas() -> None:
+    assert schema.metadata.tables.keys() == {names.records.name, names.runs.name, names.leases.name}
+    assert (schema.FORMAT_VERSION, schema.HEAD_REVISION, schema.VERSION_TABLE) == (
+        names.FORMAT_VERSION,
+        names.HEAD_REVISION,
+        names.VERSION_TABLE,
+    )
+    assert set(names.INDEX_COLUMNS) < set(names.runs.columns)
+
+
+def test_the_writers_column_lists_are_the_tables() -> None:
+    assert names.records.columns == batch._RECORD_COLUMNS
+    assert names.leases.columns == leases._COLUMNS
+
+
+# The reads as SQLAlchemy Core selects: what the text in `queries` must compile from.
+
+_r, _u, _l = schema.records, schema.runs, schema.leases
+_RUN_ID: sa.BindParameter[str] = sa.bindparam("run_id")
+_RUN_COLUMNS = (
+    _u.c.run_id,
+    _u.c.format,
+    _u.c.status,
+    _u.c.agent,
+    _u.c.turns,
+    _u.c.created_ms,
+    _u.c.updated_ms,
+    _u.c.detail,
+    _l.c.epoch,
+    _l.c.owner,
+    _l.c.acquired_ms,
+    _l.c.expires_ms,
+    _l.c.released,
+)
+_RUNS = _u.outerjoin(_l, _l.c.run_id == _u.c.run_id)
+
+
+def _list(status: bool, prefix: bool, before: bool) -> sa.Select[Any]:
+    query = sa.select(*_RUN_COLUMNS).select_from(_RUNS)
+    if status:
+        query = query.where(_u.c.status == sa.bindparam("status"))
+    if prefix:
+        query = query.where(_u.c.run_id.like(sa.bindparam("pattern"), escape="/"))
+    if before:
+        cursor = sa.tuple_(sa.bindparam("before_ms"), sa.bindparam("before_id"))
+        query = query.where(sa.tuple_(_u.c.created_ms, _u.c.run_id) < cursor)
+    order = query.order_by(_u.c.created_ms.desc(), _u.c.run_id.desc())
+    return order.limit(sa.bindparam("limit"))
+
+
+CORE: dict[str, tuple[Query, sa.Select[Any]]] = {
+    "get": (
+        queries.GET,
+        sa.select(_r.c.seq, _r.c.kind, _r.c.codec, _r.c.payload, _r.c.created_ms).where(
+            _r.c.run_id == _RUN_ID, _r.c.key == sa.bindparam("key")
+        ),
+    ),
+    "load": (
+        queries.LOAD,
+        sa.select(_r.c.seq, _r.c.key, _r.c.kind, _r.c.codec, _r.c.payload, _r.c.created_ms)
+        .where(_r.c.run_id == _RUN_ID, _r.c.seq > sa.bindparam("after"))
+        .order_by(_r.c.seq),
+    ),
+    "load_prefix": (
+        queries.LOAD_PREFIX,
+        sa.select(_r.c.seq, _r.c.key, _r.c.kind, _r.c.codec, _r.c.payload, _r.c.created_ms)
+        .where(
+            _r.c.run_id == _RUN_ID,
+            _r.c.seq > sa.bindparam("after"),
+            _r.c.key >= sa.bindparam("low"),
+            _r.c.key < sa.bindparam("high"),
+        )
+        .order_by(_r.c.seq),
+    ),
+    "row": (
+        queries.ROW,
+        sa.select(*_RUN_COLUMNS).select_from(_RUNS).where(_u.c.run_id == _RUN_ID),
+    ),
+    "lease": (
+        queries.LEASE,
+        sa.select(_l.c.epoch, _l.c.owner, _l.c.acquired_ms, _l.c.expires_ms, _l.c.released).where(
+            _l.c.run_id == _RUN_ID
+        ),
+    ),
+    "claimable": (
+        queries.CLAIMABLE,
+        sa.select(
+            _u.c.run_id, _l.c.epoch, _l.c.owner, _l.c.acquired_ms, _l.c.expires_ms, _l.c.released
+        )
+        .select_from(_RUNS)
+        .where(
+            sa.or_(_u.c.status == "running", _u.c.status == "submitted"),
+            sa.or_(
+                _l.c.run_id.is_(None),
+                _l.c.released.is_(True),
+                _l.c.expires_ms <= sa.bindparam("now"),
+                _l.c.host == sa.bindparam("host"),
+            ),
+        )
+        .order_by(
+            sa.case((sa.and_(_l.c.run_id.is_not(None), _l.c.released.is_(False)), 0), else_=1),
+            _u.c.updated_ms,
+            _u.c.run_id,
+        )
+        .limit(sa.bindparam("limit")),
+    ),
+    **{
+        f"list{''.join('1' if f else '0' for f in flags)}": (queries.LIST[flags], _list(*flags))
+        for flags in itertools.product((False, True), repeat=3)
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(CORE))
+def test_each_read_is_its_core_select_compiled_for_sqlite(name: str) -> None:
+    text, select = CORE[name]
+    compiled = select.compile(dialect=sqlite_dialect.dialect())
+    assert text.sql == str(compiled)
+    assert text.names == tuple(compiled.positiontup or ())
+    assert dict(text.defaults) == {k: v for k, v in compiled.params.items() if v is not None}
+
+
+def test_every_read_and_listing_is_checked() -> None:
+    checked = {id(text) for text, _ in CORE.values()}
+    assert checked == {
+        id(q)
+        for q in (
+            queries.GET,
+            queries.LOAD,
+            queries.LOAD_PREFIX,
+            queries.ROW,
+            queries.LEASE,
+            queries.CLAIMABLE,
+        )
+    } | {id(q) for q in queries.LIST.values()}
