@@ -17,18 +17,15 @@ from __future__ import annotations
 
 import bisect
 import json
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, overload
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, overload
 
 from runtime import records as R
 from runtime.errors import CorruptJournal
 from runtime.messages import AssistantTurn, Message, ToolResultMessage, Usage
 from runtime.records import Record
 
-if TYPE_CHECKING:
-    from runtime.state import RunState
-
-__all__ = ["EVERY", "History", "Turns", "chunk", "disagreement", "due"]
+__all__ = ["EVERY", "History", "Told", "Turns", "chunk", "disagreement"]
 
 EVERY = 64
 """Turns per chunk. A resumed drive folds the records of at most about this many turns, and
@@ -38,51 +35,51 @@ VERSION = 1
 """The shape of a chunk's payload. A chunk of another version is not read: the drive folds
 every record instead, as it does for a run that has none."""
 
-
-def due(state: RunState) -> bool:
-    """Whether the turns since the last chunk make a chunk (asked before a new turn)."""
-    return len(state.turns) - state.chunked >= EVERY and not state.pending_calls()
+Told = Callable[[str], tuple[Any, bool]]
+"""What the model saw of a call's result, by call id: (content, is_error)."""
 
 
-def chunk(state: RunState) -> tuple[str, dict[str, Any]]:
-    """The key and payload of the chunk of the turns since the last one, all settled."""
-    first, last = state.chunked + 1, len(state.turns)
+def chunk(
+    first: int, turns: Sequence[AssistantTurn], told: Told, usage: Usage
+) -> tuple[str, dict[str, Any]]:
+    """The key and payload of the chunk of ``turns``, numbered from ``first``, all settled:
+    ``told`` gives what the model saw of a call's result, ``usage`` is the run's up to them."""
     entries = []
     calls = 0
-    for turn in state.turns[first - 1 : last]:
-        results = [list(state.calls[c.id].message_content()) for c in turn.tool_calls]
+    for turn in turns:
+        results = [list(told(c.id)) for c in turn.tool_calls]
         entries.append([turn.to_json(), results])
         calls += len(results)
-    turns = json.dumps(entries, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text = json.dumps(entries, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    last = first + len(turns) - 1
     payload = {
         "v": VERSION,
         "first": first,
         "last": last,
         "calls": calls,
-        "usage": state.usage.to_json(),
-        "turns": turns,  # JSON text: decoded when a turn of it is first read
+        "usage": usage.to_json(),
+        "turns": text,  # JSON text: decoded when a turn of it is first read
     }
     return R.history_key(last), payload
 
 
-def disagreement(state: RunState, record: Record) -> str | None:
-    """How the chunk ``record`` disagrees with ``state``, the fold of every record of its run;
-    ``None`` if it says what the records say."""
+def disagreement(record: Record, turns: Sequence[AssistantTurn], told: Told) -> str | None:
+    """How the chunk ``record`` disagrees with the run's ``turns`` and their calls' results
+    (``told``), all folded from its records; ``None`` if it says what the records say."""
     payload = record.payload
     try:
         first, last = payload["first"], payload["last"]
         entries = json.loads(payload["turns"])
-        if len(entries) != last - first + 1 or not 1 <= first <= last <= len(state.turns):
-            return f"it holds turns {first} to {last} of {len(state.turns)}"
+        if len(entries) != last - first + 1 or not 1 <= first <= last <= len(turns):
+            return f"it holds turns {first} to {last} of {len(turns)}"
         for n, (turn_json, results) in enumerate(entries, start=first):
-            turn = state.turns[n - 1]
+            turn = turns[n - 1]
             if turn_json != turn.to_json():
                 return f"turn {n} is not the turn recorded"
-            told = [list(state.calls[c.id].message_content()) for c in turn.tool_calls]
-            if results != told:
+            if results != [list(told(c.id)) for c in turn.tool_calls]:
                 return f"the results of turn {n} are not those recorded"
         usage = Usage()
-        for turn in state.turns[:last]:
+        for turn in turns[:last]:
             usage = usage + turn.usage
         if payload["usage"] != usage.to_json():
             return f"its usage is not the sum of turns 1 to {last}"

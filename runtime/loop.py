@@ -452,9 +452,9 @@ class RunDrive:
                 "nothing was recorded, and a resume asks the model again",
                 run_id=self.run_id,
             )
-        if history.due(self.state):  # the turns before this one, settled, in one record
-            key, chunk = history.chunk(self.state)
-            self.write_ahead(key, R.HISTORY, chunk, unless=R.CANCEL)
+        chunk = self.state.history_chunk()  # the turns before this one, settled, in a record
+        if chunk is not None:
+            self.write_ahead(chunk[0], R.HISTORY, chunk[1], unless=R.CANCEL)
         # Committed with the first record that must be durable: a READ_ONLY call's result (it
         # ran meanwhile), a side effect's marker, the end; or alone before anything else acts.
         self.write_ahead(

@@ -10,10 +10,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from runtime import history
 from runtime import records as R
 from runtime.approval import Decision
 from runtime.errors import ProtocolError
-from runtime.history import History, Turns, disagreement
+from runtime.history import History, Turns, chunk, disagreement
 from runtime.messages import AssistantTurn, ToolCall, Usage
 from runtime.records import Record
 
@@ -187,6 +188,17 @@ class RunState:
         for record in tail:
             state.add(record)
         return state
+
+    def history_chunk(self) -> tuple[str, dict[str, Any]] | None:
+        """The key and payload of the next history chunk (``runtime.history``), if the turns
+        since the last one make one, all their calls settled; asked before a new turn."""
+        if len(self.turns) - self.chunked < history.EVERY or self.pending_calls():
+            return None
+        first = self.chunked + 1
+        return chunk(first, self.turns[first - 1 :], self._told, self.usage)
+
+    def _told(self, call_id: str) -> tuple[Any, bool]:
+        return self.calls[call_id].message_content()
 
     def knows_call(self, call_id: str) -> bool:
         """Whether a recorded turn asked for a call with this id."""
@@ -386,7 +398,7 @@ class RunState:
                 )
         for record in self.records:
             if record.kind == R.HISTORY and self.history is None:
-                problem = disagreement(self, record)
+                problem = disagreement(record, self.turns, self._told)
                 if problem is not None:
                     found.append(
                         f"history chunk {record.key} (seq {record.seq}) disagrees with the "
