@@ -361,7 +361,7 @@ class RunDrive:
                     raise
                 if appended.record is None:
                     # Refused (a cancel, or the end): what was written ahead is not recorded.
-                    await self._reload()
+                    await self._replay()
                 else:
                     for pending, record in zip(ahead, appended.before, strict=True):
                         self.state.committed(pending.record, record)
@@ -385,11 +385,11 @@ class RunDrive:
 
     async def _write(self, entry: _Pending, ahead: Sequence[_Pending]) -> Appended:
         guards = entry.guards
-        index = dict(entry.index) if entry.index else None
-        for pending in ahead:
+        index: dict[str, Any] = {}
+        for pending in ahead:  # in order: the index says what the last of them says
             guards += tuple(g for g in pending.guards if g not in guards)
-            if pending.index:
-                index = {**pending.index, **(index or {})}
+            index.update(pending.index or {})
+        index.update(entry.index or {})
         record = entry.record
         return await self.store.append(
             self.run_id,
@@ -398,7 +398,7 @@ class RunDrive:
             record.payload,
             unless=guards or None,
             watch=R.CANCEL,
-            index=index,
+            index=index or None,
             epoch=self.holding.epoch,
             before=[Entry(p.record.key, p.record.kind, p.record.payload) for p in ahead],
         )
@@ -411,12 +411,10 @@ class RunDrive:
                 log.info("turn_recorded", n=turn["n"], tool_calls=len(turn["turn"]["tool_calls"]))
 
     async def _replay(self) -> None:
+        """The run's state from the journal: when the drive opens it, and again after a
+        commit with records written ahead was refused."""
         self.state = await replay(self.store, self.run_id)
         self.conversation = Conversation()
-
-    async def _reload(self) -> None:
-        """Fold the run again from the journal (records written ahead were refused)."""
-        await self._replay()
 
     # --- model turns -----------------------------------------------------------------------
 
