@@ -98,7 +98,6 @@ class RunDrive:
         self.submit_only = submit_only
         self.cancel_requested = False
         self.semaphore = asyncio.Semaphore(agent.max_concurrency)
-        self.calls = Calls(self)
         self.executed = 0
         self.key_scheme = KEY_SCHEME
         self.conversation = Conversation()
@@ -170,7 +169,7 @@ class RunDrive:
                 log.info("drive_yielded", turns=len(self.state.turns))
                 return self._result(RunStatus.RUNNING)
             if self.cancelled() or state.cancel is not None:
-                await self.calls.cancel_handles(state.pending_calls())  # e.g. open MCP tasks
+                await Calls(self).cancel_handles(state.pending_calls())  # e.g. open MCP tasks
                 return await self._end("cancelled")
             pending = state.pending_calls()
             if pending:
@@ -512,7 +511,9 @@ class RunDrive:
     async def _guarded(self, cs: CallState) -> Outcome:
         async with self.semaphore:
             with tracing.tool_call(cs.call.id, cs.call.name, cs.plan, cs.call.arguments):
-                outcome = await self.calls.run(cs)
+                # A Calls per call, never kept on the drive: a drive <-> Calls cycle would leave
+                # every finished drive (its state, records, turns) to the cyclic collector.
+                outcome = await Calls(self).run(cs)
                 tracing.call_ended(outcome)
                 return outcome
 
