@@ -26,11 +26,12 @@ from runtime.errors import (
     ProtocolError,
     StorageError,
 )
+from runtime.holding import Holding
 from runtime.journal.codec import unstorable
 from runtime.journal.journal import Journal
 from runtime.logs import get_logger
 from runtime.messages import AssistantTurn
-from runtime.ownership import Holding, Owner
+from runtime.ownership import Owner
 from runtime.records import Appended, Entry, Record
 from runtime.redact import clean
 from runtime.result import Halt, RunResult, RunStatus, Waiting
@@ -89,9 +90,7 @@ class RunDrive:
         self.state = RunState(run_id)
         self.owner = holding.owner if holding is not None else owner or Owner.here()
         self.driver = self.owner.id
-        self.holding = holding or Holding(
-            self.store, run_id, self.owner, ttl=journal.lease_ttl, renew=journal.lease_renew
-        )
+        self.holding = holding or Holding(journal.renewer, run_id, self.owner)
         self.wait = wait
         self.yielding = yielding
         """Set (by a worker that stops): end the drive at the next record boundary, run kept."""

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from runtime import Agent, Journal, RunStatus, tool
+from runtime.holding import Holding
 from runtime.loop import RunDrive
-from runtime.ownership import Holding
 from runtime.state import RunState
 from runtime.testing import ScriptedModel
 from tests.helpers import call
