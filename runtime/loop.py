@@ -96,7 +96,6 @@ class RunDrive:
         """Set (by a worker that stops): end the drive at the next record boundary, run kept."""
         self.submit_only = submit_only
         self.cancel_requested = False
-        self.semaphore = asyncio.Semaphore(agent.max_concurrency)
         self.executed = 0
         self.key_scheme = KEY_SCHEME
         self.conversation = Conversation()
@@ -111,30 +110,32 @@ class RunDrive:
 
     async def go(self, input: str | None, spec: str | None) -> RunResult:
         started = time.monotonic()
-        with (
-            structlog.contextvars.bound_contextvars(run_id=self.run_id),
-            tracing.drive(self.agent.name, self.run_id),
-        ):
-            try:
-                result = await self._drive(input, spec)
-            except BaseException as exc:
+        # Bound and reset by token, not by a context manager: one fewer object per drive.
+        bound = structlog.contextvars.bind_contextvars(run_id=self.run_id)
+        try:
+            with tracing.drive(self.agent.name, self.run_id):
+                try:
+                    result = await self._drive(input, spec)
+                except BaseException as exc:
+                    log.info(
+                        "drive_stopped",
+                        error=f"{type(exc).__name__}: {exc}",
+                        turns=len(self.state.turns),
+                        executed=self.executed,
+                        ms=round((time.monotonic() - started) * 1000),
+                    )
+                    raise
                 log.info(
-                    "drive_stopped",
-                    error=f"{type(exc).__name__}: {exc}",
-                    turns=len(self.state.turns),
+                    "drive_finished",
+                    status=result.status.value,
+                    turns=result.turns,
                     executed=self.executed,
                     ms=round((time.monotonic() - started) * 1000),
                 )
-                raise
-            log.info(
-                "drive_finished",
-                status=result.status.value,
-                turns=result.turns,
-                executed=self.executed,
-                ms=round((time.monotonic() - started) * 1000),
-            )
-            tracing.finished(result)
-            return result
+                tracing.finished(result)
+                return result
+        finally:
+            structlog.contextvars.reset_contextvars(**bound)
 
     async def _drive(self, input: str | None, spec: str | None) -> RunResult:
         if input is None and not await self.store.check_run(self.run_id):
@@ -470,8 +471,9 @@ class RunDrive:
             except Exception as exc:
                 outcomes = [exc]
         else:
+            limit = asyncio.Semaphore(self.agent.max_concurrency)  # a turn's calls at once
             outcomes = await asyncio.gather(
-                *(self._guarded(c) for c in pending), return_exceptions=True
+                *(self._limited(limit, c) for c in pending), return_exceptions=True
             )
         for outcome in outcomes:
             if isinstance(outcome, asyncio.CancelledError):
@@ -507,14 +509,17 @@ class RunDrive:
             return await self._end("cancelled")
         return None
 
+    async def _limited(self, limit: asyncio.Semaphore, cs: CallState) -> Outcome:
+        async with limit:
+            return await self._guarded(cs)
+
     async def _guarded(self, cs: CallState) -> Outcome:
-        async with self.semaphore:
-            with tracing.tool_call(cs.call.id, cs.call.name, cs.plan, cs.call.arguments):
-                # A Calls per call, never kept on the drive: a drive <-> Calls cycle would leave
-                # every finished drive (its state, records, turns) to the cyclic collector.
-                outcome = await Calls(self).run(cs)
-                tracing.call_ended(outcome)
-                return outcome
+        with tracing.tool_call(cs.call.id, cs.call.name, cs.plan, cs.call.arguments):
+            # A Calls per call, never kept on the drive: a drive <-> Calls cycle would leave
+            # every finished drive (its state, records, turns) to the cyclic collector.
+            outcome = await Calls(self).run(cs)
+            tracing.call_ended(outcome)
+            return outcome
 
     # --- ending ----------------------------------------------------------------------------
 
