@@ -81,6 +81,12 @@ class Holding:
         if self.lost is not None:
             raise self.lost
 
+    def ended(self) -> None:
+        """The store released the lease in the transaction that committed the run's end
+        (``Store.append(release=True)``): nothing more to renew, or to release."""
+        self.renewer.drop(self)
+        self.released = True
+
     async def release(self) -> None:
         """Stop renewing and release the lease (a failure is logged: the lease expires).
 

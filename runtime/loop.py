@@ -55,6 +55,8 @@ class _Pending:
     """As folded into the drive's state; ``seq`` 0 until it commits."""
     guards: tuple[str, ...]
     index: Mapping[str, Any] | None
+    release: bool = False
+    """Release the lease in the same transaction (the run's end)."""
 
 
 log = get_logger("runtime.agent")  # the logger name operators filter drives by
@@ -262,9 +264,11 @@ class RunDrive:
         unless: str | None = None,
         index: Mapping[str, Any] | None = None,
         after_end: bool = False,
+        release: bool = False,
     ) -> Appended:
         """Append one record, committing first, in the same transaction, whatever this drive
-        wrote ahead (its latest turn): all of them or none."""
+        wrote ahead (its latest turn): all of them or none. ``release``: the lease is released
+        in that transaction too, if it commits (the run's end: nothing is appended after it)."""
         while self._committing is not None:  # another call is committing what was ahead
             await self._committing
         call_id = payload.get("call_id") if isinstance(payload, dict) else None
@@ -272,7 +276,8 @@ class RunDrive:
             # The call's turn was written ahead and refused: nothing of the call is kept.
             log.warning("record_not_written", key=key, reason="its turn was never recorded")
             return Appended(False, None)
-        return await self._commit(self._entry(key, kind, payload, unless, index, after_end))
+        entry = self._entry(key, kind, payload, unless, index, after_end, release)
+        return await self._commit(entry)
 
     def write_ahead(
         self,
@@ -288,7 +293,7 @@ class RunDrive:
         a side effect's marker that of its turn, and a final answer that of the end. Until
         then nothing of it is in the journal: a crash forgets it, so the next drive asks the
         model again (``docs/guarantee.md``)."""
-        ahead = self._entry(key, kind, payload, unless, index, after_end=False)
+        ahead = self._entry(key, kind, payload, unless, index, False, False)
         self.ahead.append(ahead)
         self.state.add_ahead(ahead.record)
         return ahead.record
@@ -309,6 +314,7 @@ class RunDrive:
         unless: str | None,
         index: Mapping[str, Any] | None,
         after_end: bool,
+        release: bool,
     ) -> _Pending:
         # Nothing is appended to a run after its end (another driver may have ended it), but
         # for the end itself and the evidence kept when a result arrives too late.
@@ -319,7 +325,7 @@ class RunDrive:
         if isinstance(payload, dict):
             # Which lease wrote it: the records alone show that no two owners drove at once.
             payload = {**payload, "epoch": self.holding.epoch}
-        return _Pending(Record(0, self.run_id, key, kind, payload, 0), guards, index)
+        return _Pending(Record(0, self.run_id, key, kind, payload, 0), guards, index, release)
 
     async def _commit(self, entry: _Pending, *, own: bool = False) -> Appended:
         """Commit ``entry`` after the records written ahead; ``own`` if it was one of them."""
@@ -354,6 +360,8 @@ class RunDrive:
                 raise StorageError(f"run {self.run_id!r}: its end record vanished")
             self.state.add(end)
             raise RunEnded(entry.record.key)
+        if appended.released:
+            self.holding.ended()
         if appended.watched:
             self.cancel_requested = True
         if appended.record is not None and not own:
@@ -378,6 +386,7 @@ class RunDrive:
             index=index,
             epoch=self.holding.epoch,
             before=[Entry(p.record.key, p.record.kind, p.record.payload) for p in ahead],
+            release=entry.release,
         )
 
     def _recorded(self, committed: Sequence[_Pending]) -> None:
@@ -531,6 +540,7 @@ class RunDrive:
             R.END,
             {"status": status, "output": output, "error": None if error is None else clean(error)},
             index={"status": status, "detail": None},
+            release=True,  # one transaction ends the run and frees its lease
         )
         return self._ended()
 

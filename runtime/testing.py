@@ -12,7 +12,7 @@ from typing import Any
 
 from runtime.errors import ConfigError, FormatError, StorageError
 from runtime.journal.codec import encode
-from runtime.journal.protocol import RunPage, RunRow, written_ahead
+from runtime.journal.protocol import RunPage, RunRow, check_release, written_ahead
 from runtime.journal.schema import FORMAT_VERSION
 from runtime.journal.sqlite.leases import LeaseOp, LeaseRow, decide
 from runtime.messages import AssistantTurn, Message, ToolCall, Usage
@@ -150,7 +150,9 @@ class MemoryStore:
         index: Mapping[str, Any] | None = None,
         epoch: int | None = None,
         before: Sequence[Entry] = (),
+        release: bool = False,
     ) -> Appended:
+        check_release(release, epoch)
         self._fence(run_id, epoch)
         run = self._runs.get(run_id)
         if run is None:
@@ -176,7 +178,10 @@ class MemoryStore:
         if record is None:
             record = self._put(run_id, key, kind, payload)
         self._index(run_id, dict(index or {}))
-        return Appended(won, self._copy(record) if not won else record, watched, before=ahead)
+        if release:
+            decide(LeaseOp("release", run_id, epoch), self._leases, set(), _now_ms())
+        copy = self._copy(record) if not won else record
+        return Appended(won, copy, watched, before=ahead, released=release)
 
     def _index(self, run_id: str, fields: dict[str, Any]) -> None:
         row = self._rows[run_id]

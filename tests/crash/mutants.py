@@ -182,6 +182,7 @@ def _skip_lease_check() -> None:
         return found[:limit]
 
     async def append(self: SQLiteStore, *args: Any, epoch: int | None = None, **kw: Any) -> Any:
+        kw.pop("release", None)  # no epoch to release by: the drive releases it afterwards
         return await real_append(self, *args, **kw)
 
     async def update_index(

@@ -178,3 +178,53 @@ async def test_closing_the_journal_stops_its_renewer(db_path: Path) -> None:
     assert not renewers() and holding.lost is None
     with pytest.raises(StorageError, match="closed"):
         renewer.hold(Holding(renewer, "s", Owner.here()))
+
+
+class Calls(MemoryStore):
+    """A store that notes which appends released the lease, and every separate release."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    async def append(self, run_id: str, key: str, *args: Any, **kwargs: Any) -> Any:
+        appended = await super().append(run_id, key, *args, **kwargs)
+        self.seen.append(f"{key}+release" if appended.released else key)
+        return appended
+
+    async def release(self, lease: Lease) -> bool:
+        self.seen.append("release")
+        return await super().release(lease)
+
+
+@tool
+async def charge() -> dict[str, Any]:
+    """A side effect."""
+    return {"charged": True}
+
+
+@tool
+async def lost_charge() -> dict[str, Any]:
+    """A side effect whose outcome is unknown."""
+    raise RuntimeError("connection reset")
+
+
+@pytest.mark.parametrize(
+    ("name", "seen"),
+    [
+        ("charge", ["start", "attempt/c1/1", "result/c1/1", "end+release"]),
+        ("lost_charge", ["start", "attempt/c1/1", "halt/c1/1", "release"]),
+    ],
+)
+async def test_the_release_rides_with_the_end(name: str, seen: list[str]) -> None:
+    """A run that ends frees its lease in the transaction of its end record; a drive that
+    stops without an end (halted here) releases it on its own."""
+    store = Calls()
+    async with Journal(store=store) as journal:
+        script = [{"tool_calls": [call("c1", name)]}, {"text": "done"}]
+        agent = Agent(model=ScriptedModel(script), tools=[charge, lost_charge])
+        await agent.run("r", "go", journal=journal)
+        assert store.seen == seen
+        lease = await journal.lease("r")
+        assert lease is not None and lease.released
+        assert len(journal.renewer) == 0

@@ -41,6 +41,7 @@ from runtime.journal.protocol import (
     RunPage,
     RunRow,
     appended,
+    check_release,
     check_run_id,
     index_fields,
     parse_cursor,
@@ -185,9 +186,11 @@ class PostgresStore:
         index: Mapping[str, Any] | None = None,
         epoch: int | None = None,
         before: Sequence[Entry] = (),
+        release: bool = False,
     ) -> Appended:
         """Insert ``payload`` under ``key`` unless the key exists; return the winner (the
-        contract is ``Store.append``'s, ``before`` included)."""
+        contract is ``Store.append``'s, ``before`` and ``release`` included)."""
+        check_release(release, epoch)
         op = AppendOp(
             run_id,
             key,
@@ -200,10 +203,11 @@ class PostgresStore:
             index=index_fields(index) if index else None,
             epoch=epoch,
             before=tuple((e.key, e.kind, encode(e.payload)) for e in before),
+            release=release,
         )
         outcome = await self._submit(op)
         self._verified.add(run_id)
-        return appended(outcome, run_id, key, payload, before)
+        return appended(outcome, run_id, key, payload, before, release)
 
     async def update_index(
         self, run_id: str, *, unless: str | None = None, epoch: int | None = None, **fields: Any

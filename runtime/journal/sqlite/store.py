@@ -27,6 +27,7 @@ from runtime.journal.protocol import (
     RunPage,
     RunRow,
     appended,
+    check_release,
     check_run_id,
     index_fields,
     parse_cursor,
@@ -217,6 +218,7 @@ class SQLiteStore:
         index: Mapping[str, Any] | None = None,
         epoch: int | None = None,
         before: Sequence[Entry] = (),
+        release: bool = False,
     ) -> Appended:
         """Insert ``payload`` under ``key`` unless the key exists; return the winner.
 
@@ -225,8 +227,10 @@ class SQLiteStore:
         ``watch`` names a key whose presence is reported back; ``index`` updates the run's row
         in the derived index in the same transaction. Given ``epoch``, the append is refused
         with ``LeaseLost`` unless the run's lease still has that epoch. ``before`` records are
-        written first in the same transaction, all or none (``Store.append``).
+        written first in the same transaction, all or none (``Store.append``); ``release``
+        releases the lease of ``epoch`` with it.
         """
+        check_release(release, epoch)
         op = AppendOp(
             run_id,
             key,
@@ -239,10 +243,11 @@ class SQLiteStore:
             index=index_fields(index) if index else None,
             epoch=epoch,
             before=tuple((e.key, e.kind, encode(e.payload)) for e in before),
+            release=release,
         )
         outcome = await self._writer.submit(op)
         self._verified.add(run_id)
-        return appended(outcome, run_id, key, payload, before)
+        return appended(outcome, run_id, key, payload, before, release)
 
     async def update_index(
         self, run_id: str, *, unless: str | None = None, epoch: int | None = None, **fields: Any
