@@ -14,7 +14,6 @@ import json
 import os
 import socket
 import time
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,7 +102,7 @@ class Owner:
         """A new owner for a drive in this process."""
         pid = os.getpid()
         return cls(
-            id=uuid.uuid4().hex,
+            id=os.urandom(16).hex(),  # as unique as a uuid4, without building one
             host=this_host(),
             pid=pid,
             pid_start=_own_start(pid),
@@ -216,17 +215,20 @@ def busy(lease: Lease) -> RunBusy:
 def lease_from_row(
     run_id: str,
     epoch: int,
-    owner: str,
+    owner: str | Owner,
     acquired_ms: int,
     expires_ms: int,
     released: bool,
     now_ms: int,
 ) -> Lease:
-    """A lease read from a store's row; ``live`` judged against the store's ``now_ms``."""
+    """A lease read from a store's row; ``live`` judged against the store's ``now_ms``.
+
+    ``owner`` is the row's JSON, or the ``Owner`` a caller knows it holds (it just acquired or
+    renewed this lease): that one is kept rather than read again."""
     return Lease(
         run_id=run_id,
         epoch=epoch,
-        owner=Owner.from_json(owner),
+        owner=owner if isinstance(owner, Owner) else Owner.from_json(owner),
         acquired_ms=acquired_ms,
         expires_ms=expires_ms,
         released=bool(released),

@@ -249,13 +249,14 @@ class MemoryStore:
                 None if held is None else held[0],
             )
 
-    def _lease_op(self, op: LeaseOp) -> tuple[bool, Lease | None]:
+    def _lease_op(self, op: LeaseOp, owner: Owner | None = None) -> tuple[bool, Lease | None]:
         self.commits += 1
         done, row, now = decide(op, self._leases, set(), _now_ms())
         if row is None:
             return done, None
-        epoch, owner, _host, acquired, expires, released = row
-        return done, lease_from_row(op.run_id, epoch, owner, acquired, expires, released, now)
+        epoch, text, _host, acquired, expires, released = row
+        holder = owner if done and owner is not None else text
+        return done, lease_from_row(op.run_id, epoch, holder, acquired, expires, released, now)
 
     async def acquire(
         self, run_id: str, owner: Owner, *, ttl: float, take_over: int | None = None
@@ -264,7 +265,7 @@ class MemoryStore:
             raise ConfigError(f"a lease's ttl is a positive number of seconds, not {ttl!r}")
         owner_json = json.dumps(owner.to_json())
         op = LeaseOp("acquire", run_id, take_over, owner_json, owner.host, round(ttl * 1000))
-        granted, lease = self._lease_op(op)
+        granted, lease = self._lease_op(op, owner)
         assert lease is not None
         if not granted:
             raise busy(lease)
@@ -272,7 +273,7 @@ class MemoryStore:
 
     async def renew(self, lease: Lease, *, ttl: float) -> Lease:
         renewed, now = self._lease_op(
-            LeaseOp("renew", lease.run_id, lease.epoch, ttl_ms=round(ttl * 1000))
+            LeaseOp("renew", lease.run_id, lease.epoch, ttl_ms=round(ttl * 1000)), lease.owner
         )
         if not renewed or now is None:
             raise lost(lease, None if now is None else now.epoch)

@@ -222,3 +222,14 @@ async def test_an_append_that_releases_frees_the_lease_in_its_own_transaction(
     assert (await store.acquire("r", owner("w-2"), ttl=TTL)).epoch == lease.epoch + 1
     with pytest.raises(ConfigError, match="epoch"):
         await store.append("r", "x", "t", {}, release=True)
+
+
+async def test_a_lease_granted_or_renewed_carries_its_holders_own_owner(store: Store) -> None:
+    """The holder knows who it is: its Owner is kept, not read back from the row."""
+    me = owner()
+    lease = await store.acquire("r", me, ttl=TTL)
+    assert lease.owner is me
+    assert (await store.renew(lease, ttl=TTL)).owner is me
+    with pytest.raises(RunBusy) as refused:
+        await store.acquire("r", owner("w-2"), ttl=TTL)
+    assert refused.value.lease.owner == me and refused.value.lease.owner is not me

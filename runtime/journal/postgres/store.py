@@ -236,7 +236,7 @@ class PostgresStore:
         }
 
         granted, row = await self._submit(LeaseOp("acquire", run_id, values))
-        lease = None if row is None else L.lease_of(run_id, row)
+        lease = None if row is None else L.lease_of(run_id, row, owner if granted else None)
         if lease is None:  # pragma: no cover - the upsert either wins or meets a row
             raise StorageError(f"journal {self.path}: the lease of run {run_id!r} vanished")
         if not granted:
@@ -247,7 +247,7 @@ class PostgresStore:
         """Extend ``lease`` by ``ttl`` seconds from now; ``LeaseLost`` if its epoch moved on."""
         values = {"run_id": lease.run_id, "epoch": lease.epoch, "ttl_ms": ttl_ms(ttl)}
         row = await self._submit(LeaseOp("renew", lease.run_id, values))
-        renewed = None if row is None else L.lease_of(lease.run_id, row)
+        renewed = None if row is None else L.lease_of(lease.run_id, row, lease.owner)
         if renewed is None:
             current = await self.lease(lease.run_id)
             raise lost(lease, None if current is None else current.epoch)

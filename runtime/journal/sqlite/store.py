@@ -270,10 +270,9 @@ class SQLiteStore:
             "acquire", run_id, take_over, json.dumps(owner.to_json()), owner.host, ttl_ms(ttl)
         )
         granted, row, now = await self._writer.submit(op)
-        lease = _held(run_id, row, now)
         if not granted:
-            raise busy(lease)
-        return lease
+            raise busy(_held(run_id, row, now))
+        return _held(run_id, row, now, owner)
 
     async def renew(self, lease: Lease, *, ttl: float) -> Lease:
         """Extend ``lease`` by ``ttl`` from now; ``LeaseLost`` if another owner took it."""
@@ -281,7 +280,7 @@ class SQLiteStore:
         renewed, row, now = await self._writer.submit(op)
         if not renewed:
             raise lost(lease, None if row is None else row[0])
-        return _held(lease.run_id, row, now)
+        return _held(lease.run_id, row, now, lease.owner)
 
     async def release(self, lease: Lease) -> bool:
         """Release ``lease``; False (nothing changed) if another owner holds the run now."""
@@ -370,10 +369,12 @@ class SQLiteStore:
         return [(row[0], None if row[1] is None else _read(row[0], row[1:], now)) for row in rows]
 
 
-def _held(run_id: str, row: Any, now: int) -> Lease:
-    """A lease from the writer's row: epoch, owner, host, acquired, expires, released."""
-    epoch, owner, _host, acquired_ms, expires_ms, released = row
-    return lease_from_row(run_id, epoch, owner, acquired_ms, expires_ms, released, now)
+def _held(run_id: str, row: Any, now: int, owner: Owner | None = None) -> Lease:
+    """A lease from the writer's row: epoch, owner, host, acquired, expires, released; with
+    ``owner`` when the caller holds it (the row's owner is then that one)."""
+    epoch, text, _host, acquired_ms, expires_ms, released = row
+    holder = text if owner is None else owner
+    return lease_from_row(run_id, epoch, holder, acquired_ms, expires_ms, released, now)
 
 
 def _read(run_id: str, row: Any, now: int) -> Lease:
