@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -101,8 +101,9 @@ class RunDrive:
         self.executed = 0
         self.key_scheme = KEY_SCHEME
         self.conversation = Conversation()
-        self.ahead: list[_Pending] = []
-        """Records written ahead (``write_ahead``), in order, not yet committed."""
+        self.ahead: tuple[_Pending, ...] = ()
+        """Records written ahead (``write_ahead``), in order, not yet committed (a tuple: the
+        empty one is shared, where every drive would keep an empty list)."""
         self._committing: asyncio.Future[None] | None = None
         """Set while an append commits records written ahead: the drive's other appends wait."""
 
@@ -112,8 +113,8 @@ class RunDrive:
 
     async def go(self, input: str | None, spec: str | None) -> RunResult:
         started = time.monotonic()
-        # Bound and reset by token, not by a context manager: one fewer object per drive.
-        bound = structlog.contextvars.bind_contextvars(run_id=self.run_id)
+        # Bound and reset by token, not by a context manager: fewer objects per drive.
+        token = structlog.contextvars.bind_contextvars(run_id=self.run_id)["run_id"]
         try:
             with tracing.drive(self.agent.name, self.run_id):
                 try:
@@ -137,7 +138,7 @@ class RunDrive:
                 tracing.finished(result)
                 return result
         finally:
-            structlog.contextvars.reset_contextvars(**bound)
+            structlog.contextvars.reset_contextvars(run_id=token)
 
     async def _drive(self, input: str | None, spec: str | None) -> RunResult:
         if input is None and not await self.store.check_run(self.run_id):
@@ -294,7 +295,7 @@ class RunDrive:
         then nothing of it is in the journal: a crash forgets it, so the next drive asks the
         model again (``docs/guarantee.md``)."""
         ahead = self._entry(key, kind, payload, unless, index, False, False)
-        self.ahead.append(ahead)
+        self.ahead = (*self.ahead, ahead)
         self.state.add_ahead(ahead.record)
         return ahead.record
 
@@ -304,7 +305,9 @@ class RunDrive:
         while self._committing is not None:
             await self._committing
         if self.ahead:
-            await self._commit(self.ahead.pop(), own=True)
+            *before, last = self.ahead
+            self.ahead = tuple(before)
+            await self._commit(last, own=True)
 
     def _entry(
         self,
@@ -329,7 +332,7 @@ class RunDrive:
 
     async def _commit(self, entry: _Pending, *, own: bool = False) -> Appended:
         """Commit ``entry`` after the records written ahead; ``own`` if it was one of them."""
-        ahead, self.ahead = self.ahead, []
+        ahead, self.ahead = self.ahead, ()
         if not ahead and not own:
             appended = await self._write(entry, ())
         else:
@@ -340,7 +343,7 @@ class RunDrive:
                     appended = await self._write(entry, ahead)
                 except BaseException:
                     # Nothing of it was committed: the next append carries it again.
-                    self.ahead = [*ahead, *([entry] if own else []), *self.ahead]
+                    self.ahead = (*ahead, *((entry,) if own else ()), *self.ahead)
                     raise
                 if appended.record is None:
                     # Refused (a cancel, or the end): what was written ahead is not recorded.
@@ -368,7 +371,9 @@ class RunDrive:
             self.state.add(appended.record)
         return appended
 
-    async def _write(self, entry: _Pending, ahead: Sequence[_Pending]) -> Appended:
+    def _write(self, entry: _Pending, ahead: Sequence[_Pending]) -> Awaitable[Appended]:
+        """The store's append of ``entry`` after ``ahead`` (awaited by ``_commit``: one
+        coroutine fewer in every drive waiting on a commit)."""
         guards = entry.guards
         index = dict(entry.index) if entry.index else None
         for pending in ahead:
@@ -376,7 +381,7 @@ class RunDrive:
             if pending.index:
                 index = {**pending.index, **(index or {})}
         record = entry.record
-        return await self.store.append(
+        return self.store.append(
             self.run_id,
             record.key,
             record.kind,
@@ -426,7 +431,9 @@ class RunDrive:
             return await self._end("failed", error=f"model error: {exc}")
         faults.crashpoint("model.after_answer")
         check_turn(turn, self.state)
-        plan = {call.id: plan_of(self.agent.tools, call.name) for call in turn.tool_calls}
+        plan = {}  # a loop, not a comprehension: no cell holds the drive while the model thinks
+        for call in turn.tool_calls:
+            plan[call.id] = plan_of(self.agent.tools, call.name)
         recorded = turn.to_json()
         problem = unstorable(recorded, name="turn")
         if problem is not None:
