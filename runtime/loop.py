@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -112,55 +113,62 @@ class RunDrive:
         return self.cancel_requested
 
     async def go(self, input: str | None, spec: str | None) -> RunResult:
-        started = time.monotonic()
         # Bound and reset by token, not by a context manager: fewer objects per drive.
         token = structlog.contextvars.bind_contextvars(run_id=self.run_id)["run_id"]
         try:
-            with tracing.drive(self.agent.name, self.run_id):
-                try:
-                    result = await self._drive(input, spec)
-                except BaseException as exc:
-                    log.info(
-                        "drive_stopped",
-                        error=f"{type(exc).__name__}: {exc}",
-                        turns=len(self.state.turns),
-                        executed=self.executed,
-                        ms=round((time.monotonic() - started) * 1000),
-                    )
-                    raise
-                log.info(
-                    "drive_finished",
-                    status=result.status.value,
-                    turns=result.turns,
-                    executed=self.executed,
-                    ms=round((time.monotonic() - started) * 1000),
-                )
+            span = tracing.drive(self.agent.name, self.run_id)
+            if span is tracing.NO_SPAN:  # not traced: no context manager kept for the drive
+                return await self._drive(input, spec)
+            with span:
+                result = await self._drive(input, spec)
                 tracing.finished(result)
                 return result
         finally:
             structlog.contextvars.reset_contextvars(run_id=token)
 
     async def _drive(self, input: str | None, spec: str | None) -> RunResult:
-        if input is None and not await self.store.check_run(self.run_id):
-            raise ConfigError(f"no run {self.run_id!r} in {self.store.path}", run_id=self.run_id)
-        if self.holding.lease is None:
-            await self.holding.acquire(wait=self.wait)
+        """The lease, the run opened, its steps; logged as the drive finishes or stops. One
+        coroutine for all of it: each level is an object every drive keeps while it waits."""
+        started = time.monotonic()
         try:
-            return await self._held(input, spec)
-        finally:
-            await self.holding.release()
-
-    async def _held(self, input: str | None, spec: str | None) -> RunResult:
-        created = await self._open(input, spec)
-        if self.submit_only:
-            return await self._submitted(created)
-        try:
-            return await self._steps()
-        except RunEnded:
-            # Another driver ended the run meanwhile: this drive appended nothing after the
-            # end, and reports the run as it ended, as a drive of a finished run does.
-            log.warning("run_ended_by_another_driver", status=self.state.status())
-            return self._ended()
+            if input is None and not await self.store.check_run(self.run_id):
+                raise ConfigError(
+                    f"no run {self.run_id!r} in {self.store.path}", run_id=self.run_id
+                )
+            if self.holding.lease is None:
+                await self.holding.acquire(wait=self.wait)
+            try:
+                created = await self._open(input, spec)
+                if self.submit_only:
+                    result = await self._submitted(created)
+                else:
+                    try:
+                        result = await self._steps()
+                    except RunEnded:
+                        # Another driver ended the run meanwhile: this drive appended nothing
+                        # after the end, and reports the run as it ended, as a drive of a
+                        # finished run does.
+                        log.warning("run_ended_by_another_driver", status=self.state.status())
+                        result = self._ended()
+            finally:
+                await self.holding.release()
+        except BaseException as exc:
+            log.info(
+                "drive_stopped",
+                error=f"{type(exc).__name__}: {exc}",
+                turns=len(self.state.turns),
+                executed=self.executed,
+                ms=round((time.monotonic() - started) * 1000),
+            )
+            raise
+        log.info(
+            "drive_finished",
+            status=result.status.value,
+            turns=result.turns,
+            executed=self.executed,
+            ms=round((time.monotonic() - started) * 1000),
+        )
+        return result
 
     async def _steps(self) -> RunResult:
         while True:
@@ -529,10 +537,16 @@ class RunDrive:
         async with limit:
             return await self._guarded(cs)
 
-    async def _guarded(self, cs: CallState) -> Outcome:
-        with tracing.tool_call(cs.call.id, cs.call.name, cs.plan, cs.call.arguments):
-            # A Calls per call, never kept on the drive: a drive <-> Calls cycle would leave
-            # every finished drive (its state, records, turns) to the cyclic collector.
+    def _guarded(self, cs: CallState) -> Awaitable[Outcome]:
+        # A Calls per call, never kept on the drive: a drive <-> Calls cycle would leave every
+        # finished drive (its state, records, turns) to the cyclic collector.
+        span = tracing.tool_call(cs.call.id, cs.call.name, cs.plan, cs.call.arguments)
+        if span is tracing.NO_SPAN:  # not traced: the call's own coroutine, nothing around it
+            return Calls(self).run(cs)
+        return self._traced(span, cs)
+
+    async def _traced(self, span: AbstractContextManager[None], cs: CallState) -> Outcome:
+        with span:
             outcome = await Calls(self).run(cs)
             tracing.call_ended(outcome)
             return outcome
