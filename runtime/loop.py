@@ -383,7 +383,7 @@ class RunDrive:
         """The store's append of ``entry`` after ``ahead`` (awaited by ``_commit``: one
         coroutine fewer in every drive waiting on a commit)."""
         guards = entry.guards
-        index = dict(entry.index) if entry.index else None
+        index = entry.index or None  # the store copies it; merged into a new dict if ahead
         for pending in ahead:
             guards += tuple(g for g in pending.guards if g not in guards)
             if pending.index:
@@ -398,7 +398,9 @@ class RunDrive:
             watch=R.CANCEL,
             index=index,
             epoch=self.holding.epoch,
-            before=[Entry(p.record.key, p.record.kind, p.record.payload) for p in ahead],
+            before=tuple(Entry(p.record.key, p.record.kind, p.record.payload) for p in ahead)
+            if ahead
+            else (),
             release=entry.release,
         )
 
