@@ -88,6 +88,10 @@ _RUNS = sa.select(
 _ROW = _RUNS.where(_u.c.run_id == _RUN_ID)
 
 
+_HEADER = encode({"format": schema.FORMAT_VERSION})
+"""Every run's header record, as stored (the same for all runs of this format)."""
+
+
 class PostgresStore:
     """A journal in a PostgreSQL database (the ``Store`` protocol).
 
@@ -169,8 +173,7 @@ class PostgresStore:
         An existing run written in another format is refused with ``FormatError``.
         """
         check_run_id(run_id)
-        header = encode({"format": schema.FORMAT_VERSION})
-        created = bool(await self._submit(CreateOp(run_id, header, agent, epoch)))
+        created = bool(await self._submit(CreateOp(run_id, _HEADER, agent, epoch)))
         self._verified.add(run_id)
         return created
 

@@ -57,6 +57,8 @@ class _Query:
         return tuple(values[n] if n in values else self.defaults[n] for n in self.names)
 
 
+_HEADER = encode({"format": schema.FORMAT_VERSION})
+"""Every run's header record, as stored (the same for all runs of this format)."""
 _r, _u, _l = schema.records, schema.runs, schema.leases
 _RUN_ID: sa.BindParameter[str] = sa.bindparam("run_id")
 _GET = _Query(
@@ -201,8 +203,7 @@ class SQLiteStore:
         An existing run written in another format is refused with ``FormatError``.
         """
         check_run_id(run_id)
-        header = encode({"format": schema.FORMAT_VERSION})
-        created = bool(await self._writer.submit(CreateOp(run_id, header, agent, epoch)))
+        created = bool(await self._writer.submit(CreateOp(run_id, _HEADER, agent, epoch)))
         self._verified.add(run_id)
         return created
 
