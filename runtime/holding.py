@@ -109,8 +109,9 @@ class Renewer:
     Each lease is renewed every ``renew`` seconds from its acquisition; leases that fall due
     together are renewed together (their writes share a commit). A renewal refused because
     another owner took the lease over sets that holding's ``lost``: its drive stops at its next
-    ``check`` or append. Any other failure (a locked or unreachable database) is logged and
-    tried again an interval later, as long as the lease lives. Should the task stop for any
+    ``check`` or append. Any other failure (a locked or unreachable database, or no answer
+    within an interval) is logged and tried again an interval later, as long as the lease
+    lives. Should the task stop for any
     other reason than ``aclose``, every lease still held is marked lost, so that no drive goes
     on with a lease that nobody renews.
     """
@@ -181,7 +182,13 @@ class Renewer:
         for holding in due:
             assert holding.lease is not None
             renewals.append(self.store.renew(holding.lease, ttl=self.ttl))
-        outcomes = await asyncio.gather(*renewals, return_exceptions=True)
+        try:
+            # One slow renewal must not hold back the others' next one: give up at the next.
+            async with asyncio.timeout(self.renew):
+                outcomes = await asyncio.gather(*renewals, return_exceptions=True)
+        except TimeoutError:
+            log.warning("lease_renew_failed", leases=len(due), error="no answer in an interval")
+            return
         for holding, outcome in zip(due, outcomes, strict=True):
             if holding not in self._due:  # released while it was being renewed
                 continue

@@ -228,3 +228,31 @@ async def test_the_release_rides_with_the_end(name: str, seen: list[str]) -> Non
         lease = await journal.lease("r")
         assert lease is not None and lease.released
         assert len(journal.renewer) == 0
+
+
+class HangingRenewal(MemoryStore):
+    """A store whose first renewal never answers, as a connection stuck mid-request."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.renewals = 0
+
+    async def renew(self, lease: Lease, *, ttl: float) -> Lease:
+        self.renewals += 1
+        if self.renewals == 1:
+            await asyncio.Event().wait()
+        return await super().renew(lease, ttl=ttl)
+
+
+async def test_a_renewal_that_never_answers_is_given_up_and_tried_again() -> None:
+    store = HangingRenewal()
+    async with Journal(store=store, lease_ttl=15, lease_renew=RENEW) as journal:
+        holding = await held(journal, "r")
+        assert holding.lease is not None
+        first = holding.lease.expires_ms
+        await until(
+            lambda: holding.lease is not None and holding.lease.expires_ms > first,
+            "renewed after the stuck renewal",
+        )
+        assert store.renewals >= 2 and holding.lost is None
+        await holding.release()
