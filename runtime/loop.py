@@ -563,7 +563,7 @@ class RunDrive:
             R.END,
             {"status": status, "output": output, "error": None if error is None else clean(error)},
             index={"status": status, "detail": None},
-            release=True,  # one transaction ends the run and frees its lease
+            release=self.holding.lease is not None,  # one transaction ends the run, frees the lease
         )
         return self._ended()
 
