@@ -155,7 +155,7 @@ def _ack_before_commit() -> None:
 
 def _skip_lease_check() -> None:
     """Every drive gets the lease, whoever holds it (as if its holder were gone: the epoch is
-    bumped), a worker is shown every unfinished run as free, a heartbeat never learns of a
+    bumped), a worker is shown every unfinished run as free, a renewal never learns of a
     takeover, and the store takes every append whatever epoch it carries."""
     real_acquire = SQLiteStore.acquire
     real_append = SQLiteStore.append
