@@ -29,11 +29,12 @@ import structlog
 
 from bench.anchors import Anchors, RawSampler, bracket, header, measure, spread
 from runtime import Agent, AssistantTurn, Journal, Safety, ToolCall, ToolContext, tool
-from runtime import agent as runtime_agent
+from runtime import loop as runtime_loop
 from runtime.functions import FunctionTool
+from runtime.holding import Holding
 from runtime.journal.codec import encode
 from runtime.messages import Message, UserMessage
-from runtime.ownership import Holding, Lease
+from runtime.ownership import Lease
 from runtime.state import RunState
 from runtime.testing import MemoryStore, ScriptedModel
 from runtime.tools import ToolSpec
@@ -292,7 +293,7 @@ async def b2_child(mode: str, runs: int, seed: int, tmp: str) -> dict[str, Any]:
         agent = Agent(model=SleepyModel(dict(zip(inputs, delays, strict=True))), tools=[act])
         if mode == "unleased":
             # What ownership costs: the same drive with its lease a no-op (the bench alone).
-            runtime_agent.Holding = _Unowned  # type: ignore[misc]
+            runtime_loop.Holding = _Unowned  # type: ignore[misc]
         if mode == "memory":
             journal = await Journal(store=MemoryStore(check=False)).open()
         else:

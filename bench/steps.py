@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import logging
 import os
@@ -92,15 +93,42 @@ async def conc_child(mode: str, runs: int, where: str) -> dict[str, Any]:
     assert await one("warm") == "final"
     workload.Tally.executed = 0
     commits = journal.store.commits if journal else 0
+    collector = GCClock()
+    gc.callbacks.append(collector)
     cpu, t = time.process_time(), time.perf_counter()
     outcomes = await asyncio.gather(*(one(i) for i in range(runs)), return_exceptions=True)
     wall, cpu = time.perf_counter() - t, time.process_time() - cpu
+    gc.callbacks.remove(collector)
     if journal is not None:
         commits = journal.store.commits - commits
         await journal.close()
     wrong = [repr(o)[:300] for o in outcomes if o != "final"]
     fired = workload.Tally.executed
-    return {"wall": wall, "cpu": cpu, "wrong": wrong[:1], "fired": fired, "commits": commits}
+    return {
+        "wall": wall,
+        "cpu": cpu,
+        "gc": collector.seconds,
+        "gc_full": collector.full,
+        "wrong": wrong[:1],
+        "fired": fired,
+        "commits": commits,
+    }
+
+
+class GCClock:
+    """Wall time in the cyclic garbage collector and its full collections, by gc.callbacks."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.full = 0
+        self._start = 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._start = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._start
+            self.full += info["generation"] == 2
 
 
 def conc_rows(sizes: Sequence[int], repeats: int, tmp: str) -> list[Row]:
@@ -119,13 +147,13 @@ def conc_rows(sizes: Sequence[int], repeats: int, tmp: str) -> list[Row]:
         walls = {mode: [s["wall"] * 1e3 for s in samples] for mode, samples in got.items()}
         ratio = [a / p for a, p in zip(walls["agent"], walls["plain"], strict=True)]
         loop = [m / p for m, p in zip(walls["memory"], walls["plain"], strict=True)]
-        cpu = {mode: statistics.median(s["cpu"] * 1e3 for s in got[mode]) for mode in got}
+        costs = {mode: _costs(samples) for mode, samples in got.items()}
         commits = statistics.median(s["commits"] for s in got["agent"])
         print(
-            f"conc {runs:,} runs, wall (CPU of the process): plain asyncio {span(walls['plain'])}"
-            f" ms ({cpu['plain']:,.0f}); the agent on the journal {span(walls['agent'])} ms "
-            f"({cpu['agent']:,.0f}), {commits:.0f} commits; the agent on a memory store, no "
-            f"journal: {span(walls['memory'])} ms ({cpu['memory']:,.0f}), "
+            f"conc {runs:,} runs, wall ms (CPU ms of the process, ms in the cyclic GC): plain "
+            f"asyncio {span(walls['plain'])} ({costs['plain']}); the agent on the journal "
+            f"{span(walls['agent'])} ({costs['agent']}), {commits:.0f} commits; the agent on a "
+            f"memory store, no journal: {span(walls['memory'])} ({costs['memory']}), "
             f"x{span(loop, '{:.2f}')} of plain",
             flush=True,
         )
@@ -142,6 +170,14 @@ def conc_rows(sizes: Sequence[int], repeats: int, tmp: str) -> list[Row]:
             )
         )
     return rows
+
+
+def _costs(samples: list[dict[str, Any]]) -> str:
+    """The medians of a mode's process CPU and cyclic-GC time, and its full collections."""
+    cpu = statistics.median(s["cpu"] * 1e3 for s in samples)
+    collected = statistics.median(s["gc"] * 1e3 for s in samples)
+    full = statistics.median(s["gc_full"] for s in samples)
+    return f"CPU {cpu:,.0f}, in the cyclic GC {collected:,.0f} ({full:.0f} full)"
 
 
 # --- rows 2 and 3: one step in sequence -------------------------------------------------------

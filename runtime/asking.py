@@ -85,12 +85,26 @@ async def gate(drive: Drive, cs: CallState, policy: ApprovalPolicy) -> Proceed |
 def interrupter(drive: Drive, cs: CallState, safety: Safety) -> Callable[..., Awaitable[Any]]:
     """The call's ``ToolContext.interrupt``: journal a question and pause the run, or return
     the journaled answer once a person gave it."""
-    call = cs.call
+    return _Interrupter(drive, cs, safety)
 
-    async def interrupt(
-        key: str, prompt: str, *, expect: Any = str, schema: Mapping[str, Any] | None = None
+
+class _Interrupter:
+    """``interrupter``'s callable: one object per call, where a closure would be a function
+    and a cell per name it captures, each walked by the cyclic collector while calls run."""
+
+    __slots__ = ("cs", "drive", "safety")
+
+    def __init__(self, drive: Drive, cs: CallState, safety: Safety):
+        self.drive = drive
+        self.cs = cs
+        self.safety = safety
+
+    async def __call__(
+        self, key: str, prompt: str, *, expect: Any = str, schema: Mapping[str, Any] | None = None
     ) -> Any:
-        if safety is Safety.SIDE_EFFECT and not cs.resumable:
+        drive, cs = self.drive, self.cs
+        call = cs.call
+        if self.safety is Safety.SIDE_EFFECT and not cs.resumable:
             # A side effect that journaled a handle is continued, never re-run, once
             # answered: only then may it ask.
             raise Misuse(
@@ -129,8 +143,6 @@ def interrupter(drive: Drive, cs: CallState, safety: Safety) -> Callable[..., Aw
                 schema=wanted,
             )
         )
-
-    return interrupt
 
 
 def policies(plan: Mapping[str, Any], tool: Tool) -> list[ApprovalPolicy]:

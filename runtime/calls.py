@@ -248,14 +248,13 @@ class Calls:
         self.drive.holding.check()  # a drive whose lease was taken over runs no further tool
         return await self._bounded(tool, tool.call(arguments, context))
 
-    async def _bounded(self, tool: Tool, running: Awaitable[Any]) -> Any:
+    def _bounded(self, tool: Tool, running: Awaitable[Any]) -> Awaitable[Any]:
         timeout = tool.spec.timeout
         # A tool that enforces its spec's timeout itself (an MCP tool) keeps an answer that is in
         # hand at the deadline; a second deadline here would cancel it first and lose the answer.
         if timeout is None or enforces_timeout(tool):
-            return await running
-        async with asyncio.timeout(timeout):
-            return await running
+            return running  # awaited by the caller: no coroutine of its own while a tool runs
+        return _timed(running, timeout)
 
     async def _record(
         self,
@@ -372,6 +371,11 @@ class Calls:
         )
         log.warning("tool_halted", call_id=cs.call.id, tool=cs.call.name, cause=cause)
         return halt
+
+
+async def _timed(running: Awaitable[Any], seconds: float) -> Any:
+    async with asyncio.timeout(seconds):
+        return await running
 
 
 RESULT_COMMIT_RETRY = (0.1, 0.5, 1.0, 2.0, 4.0)

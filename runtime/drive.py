@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from runtime.errors import ConfigError
-from runtime.ownership import Holding
+from runtime.holding import Holding
 from runtime.records import Appended
 from runtime.result import Halt, Waiting
 from runtime.retry import RetryPolicy

@@ -28,11 +28,26 @@ def handle_recorder(
     drive: Drive, cs: CallState, k: int, safety: Safety
 ) -> Callable[..., Awaitable[bool]]:
     """The call's ``ToolContext.record_handle``: journal the next step of attempt ``k``."""
-    call = cs.call
+    return _HandleRecorder(drive, cs, k, safety)
 
-    async def record_handle(value: Any, *, in_flight: bool = False) -> bool:
-        if safety is not Safety.SIDE_EFFECT:
+
+class _HandleRecorder:
+    """``handle_recorder``'s callable: one object per call, where a closure would be a function
+    and a cell per name it captures, each walked by the cyclic collector while calls run."""
+
+    __slots__ = ("cs", "drive", "k", "safety")
+
+    def __init__(self, drive: Drive, cs: CallState, k: int, safety: Safety):
+        self.drive = drive
+        self.cs = cs
+        self.k = k
+        self.safety = safety
+
+    async def __call__(self, value: Any, *, in_flight: bool = False) -> bool:
+        if self.safety is not Safety.SIDE_EFFECT:
             return False  # a retry-safe call runs again after a crash: no handle needed
+        drive, cs, k = self.drive, self.cs, self.k
+        call = cs.call
         problem = unstorable(value, name="handle")
         if problem is not None:
             raise Misuse(
@@ -66,8 +81,6 @@ def handle_recorder(
             in_flight=in_flight,
         )
         return True
-
-    return record_handle
 
 
 async def cancel_handles(

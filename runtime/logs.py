@@ -38,8 +38,29 @@ def _to_record(
     return (_Event(event_dict),), {"extra": {"_logger": logger, "_name": method_name}}
 
 
+class _Logger(structlog.stdlib.BoundLogger):
+    """A stdlib BoundLogger whose disabled levels return before structlog builds an event, by
+    the test ``filter_by_level`` makes (so a level set on a logger is heard at once), where
+    ``filter_by_level`` comes after a context copy and ends in a raised ``DropEvent``. A drive
+    logs a handful of info events that an application at WARNING never hears."""
+
+    def _hears(self, level: int) -> bool:
+        logger = self._logger
+        return not logger.disabled and level >= logger.getEffectiveLevel()
+
+    def debug(self, event: str | None = None, *args: Any, **kw: Any) -> Any:
+        if self._hears(logging.DEBUG):
+            return self._proxy_to_logger("debug", event, *args, **kw)
+        return None
+
+    def info(self, event: str | None = None, *args: Any, **kw: Any) -> Any:
+        if self._hears(logging.INFO):
+            return self._proxy_to_logger("info", event, *args, **kw)
+        return None
+
+
 _PROCESSORS: list[Any] = [
-    structlog.stdlib.filter_by_level,  # first: a disabled level costs one isEnabledFor call
+    structlog.stdlib.filter_by_level,  # first: a disabled level costs no further processor
     structlog.contextvars.merge_contextvars,
     add_trace_ids,  # trace_id and span_id of the active span, when there is one
     _to_record,
@@ -55,4 +76,4 @@ def get_logger(name: str) -> structlog.stdlib.BoundLogger:
         if top not in _quiet:
             logging.getLogger(top).addHandler(logging.NullHandler())
             _quiet.add(top)
-    return structlog.stdlib.BoundLogger(logging.getLogger(name), _PROCESSORS, context={})
+    return _Logger(logging.getLogger(name), _PROCESSORS, context={})

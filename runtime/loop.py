@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -26,12 +27,13 @@ from runtime.errors import (
     ProtocolError,
     StorageError,
 )
+from runtime.holding import Holding
 from runtime.journal.codec import unstorable
 from runtime.journal.journal import Journal
 from runtime.journal.protocol import Store
 from runtime.logs import get_logger
 from runtime.messages import AssistantTurn
-from runtime.ownership import Holding, Owner
+from runtime.ownership import Owner
 from runtime.records import Appended, Entry, Record
 from runtime.redact import clean
 from runtime.result import Halt, RunResult, RunStatus, Waiting
@@ -55,6 +57,8 @@ class _Pending:
     """As folded into the drive's state; ``seq`` 0 until it commits."""
     guards: tuple[str, ...]
     index: Mapping[str, Any] | None
+    release: bool = False
+    """Release the lease in the same transaction (the run's end)."""
 
 
 log = get_logger("runtime.agent")  # the logger name operators filter drives by
@@ -109,21 +113,18 @@ class RunDrive:
         self.state = RunState(run_id)
         self.owner = holding.owner if holding is not None else owner or Owner.here()
         self.driver = self.owner.id
-        self.holding = holding or Holding(
-            self.store, run_id, self.owner, ttl=journal.lease_ttl, renew=journal.lease_renew
-        )
+        self.holding = holding or Holding(journal.renewer, run_id, self.owner)
         self.wait = wait
         self.yielding = yielding
         """Set (by a worker that stops): end the drive at the next record boundary, run kept."""
         self.submit_only = submit_only
         self.cancel_requested = False
-        self.semaphore = asyncio.Semaphore(agent.max_concurrency)
-        self.calls = Calls(self)
         self.executed = 0
         self.key_scheme = KEY_SCHEME
         self.conversation = Conversation()
-        self.ahead: list[_Pending] = []
-        """Records written ahead (``write_ahead``), in order, not yet committed."""
+        self.ahead: tuple[_Pending, ...] = ()
+        """Records written ahead (``write_ahead``), in order, not yet committed (a tuple: the
+        empty one is shared, where every drive would keep an empty list)."""
         self._committing: asyncio.Future[None] | None = None
         """Set while an append commits records written ahead: the drive's other appends wait."""
 
@@ -132,53 +133,62 @@ class RunDrive:
         return self.cancel_requested
 
     async def go(self, input: str | None, spec: str | None) -> RunResult:
-        started = time.monotonic()
-        with (
-            structlog.contextvars.bound_contextvars(run_id=self.run_id),
-            tracing.drive(self.agent.name, self.run_id),
-        ):
-            try:
+        # Bound and reset by token, not by a context manager: fewer objects per drive.
+        token = structlog.contextvars.bind_contextvars(run_id=self.run_id)["run_id"]
+        try:
+            span = tracing.drive(self.agent.name, self.run_id)
+            if span is tracing.NO_SPAN:  # not traced: no context manager kept for the drive
+                return await self._drive(input, spec)
+            with span:
                 result = await self._drive(input, spec)
-            except BaseException as exc:
-                log.info(
-                    "drive_stopped",
-                    error=f"{type(exc).__name__}: {exc}",
-                    turns=len(self.state.turns),
-                    executed=self.executed,
-                    ms=round((time.monotonic() - started) * 1000),
+                tracing.finished(result)
+                return result
+        finally:
+            structlog.contextvars.reset_contextvars(run_id=token)
+
+    async def _drive(self, input: str | None, spec: str | None) -> RunResult:
+        """The lease, the run opened, its steps; logged as the drive finishes or stops. One
+        coroutine for all of it: each level is an object every drive keeps while it waits."""
+        started = time.monotonic()
+        try:
+            if input is None and not await self.store.check_run(self.run_id):
+                raise ConfigError(
+                    f"no run {self.run_id!r} in {self.store.path}", run_id=self.run_id
                 )
-                raise
+            if self.holding.lease is None:
+                await self.holding.acquire(wait=self.wait)
+            try:
+                created = await self._open(input, spec)
+                if self.submit_only:
+                    result = await self._submitted(created)
+                else:
+                    try:
+                        result = await self._steps()
+                    except RunEnded:
+                        # Another driver ended the run meanwhile: this drive appended nothing
+                        # after the end, and reports the run as it ended, as a drive of a
+                        # finished run does.
+                        log.warning("run_ended_by_another_driver", status=self.state.status())
+                        result = self._ended()
+            finally:
+                await self.holding.release()
+        except BaseException as exc:
             log.info(
-                "drive_finished",
-                status=result.status.value,
-                turns=result.turns,
+                "drive_stopped",
+                error=f"{type(exc).__name__}: {exc}",
+                turns=len(self.state.turns),
                 executed=self.executed,
                 ms=round((time.monotonic() - started) * 1000),
             )
-            tracing.finished(result)
-            return result
-
-    async def _drive(self, input: str | None, spec: str | None) -> RunResult:
-        if input is None and not await self.store.check_run(self.run_id):
-            raise ConfigError(f"no run {self.run_id!r} in {self.store.path}", run_id=self.run_id)
-        if self.holding.lease is None:
-            await self.holding.acquire(wait=self.wait)
-        try:
-            return await self._held(input, spec)
-        finally:
-            await self.holding.release()
-
-    async def _held(self, input: str | None, spec: str | None) -> RunResult:
-        created = await self._open(input, spec)
-        if self.submit_only:
-            return await self._submitted(created)
-        try:
-            return await self._steps()
-        except RunEnded:
-            # Another driver ended the run meanwhile: this drive appended nothing after the
-            # end, and reports the run as it ended, as a drive of a finished run does.
-            log.warning("run_ended_by_another_driver", status=self.state.status())
-            return self._ended()
+            raise
+        log.info(
+            "drive_finished",
+            status=result.status.value,
+            turns=result.turns,
+            executed=self.executed,
+            ms=round((time.monotonic() - started) * 1000),
+        )
+        return result
 
     async def _steps(self) -> RunResult:
         while True:
@@ -190,7 +200,7 @@ class RunDrive:
                 log.info("drive_yielded", turns=len(self.state.turns))
                 return self._result(RunStatus.RUNNING)
             if self.cancelled() or state.cancel is not None:
-                await self.calls.cancel_handles(state.pending_calls())  # e.g. open MCP tasks
+                await Calls(self).cancel_handles(state.pending_calls())  # e.g. open MCP tasks
                 return await self._end("cancelled")
             pending = state.pending_calls()
             if pending:
@@ -285,9 +295,11 @@ class RunDrive:
         unless: str | None = None,
         index: Mapping[str, Any] | None = None,
         after_end: bool = False,
+        release: bool = False,
     ) -> Appended:
         """Append one record, committing first, in the same transaction, whatever this drive
-        wrote ahead (its latest turn): all of them or none."""
+        wrote ahead (its latest turn): all of them or none. ``release``: the lease is released
+        in that transaction too, if it commits (the run's end: nothing is appended after it)."""
         while self._committing is not None:  # another call is committing what was ahead
             await self._committing
         call_id = payload.get("call_id") if isinstance(payload, dict) else None
@@ -295,7 +307,8 @@ class RunDrive:
             # The call's turn was written ahead and refused: nothing of the call is kept.
             log.warning("record_not_written", key=key, reason="its turn was never recorded")
             return Appended(False, None)
-        return await self._commit(self._entry(key, kind, payload, unless, index, after_end))
+        entry = self._entry(key, kind, payload, unless, index, after_end, release)
+        return await self._commit(entry)
 
     def write_ahead(
         self,
@@ -311,8 +324,8 @@ class RunDrive:
         a side effect's marker that of its turn, and a final answer that of the end. Until
         then nothing of it is in the journal: a crash forgets it, so the next drive asks the
         model again (``docs/guarantee.md``)."""
-        ahead = self._entry(key, kind, payload, unless, index, after_end=False)
-        self.ahead.append(ahead)
+        ahead = self._entry(key, kind, payload, unless, index, False, False)
+        self.ahead = (*self.ahead, ahead)
         self.state.add_ahead(ahead.record)
         return ahead.record
 
@@ -322,7 +335,9 @@ class RunDrive:
         while self._committing is not None:
             await self._committing
         if self.ahead:
-            await self._commit(self.ahead.pop(), own=True)
+            *before, last = self.ahead
+            self.ahead = tuple(before)
+            await self._commit(last, own=True)
 
     def _entry(
         self,
@@ -332,6 +347,7 @@ class RunDrive:
         unless: str | None,
         index: Mapping[str, Any] | None,
         after_end: bool,
+        release: bool,
     ) -> _Pending:
         # Nothing is appended to a run after its end (another driver may have ended it), but
         # for the end itself and the evidence kept when a result arrives too late.
@@ -342,11 +358,11 @@ class RunDrive:
         if isinstance(payload, dict):
             # Which lease wrote it: the records alone show that no two owners drove at once.
             payload = {**payload, "epoch": self.holding.epoch}
-        return _Pending(Record(0, self.run_id, key, kind, payload, 0), guards, index)
+        return _Pending(Record(0, self.run_id, key, kind, payload, 0), guards, index, release)
 
     async def _commit(self, entry: _Pending, *, own: bool = False) -> Appended:
         """Commit ``entry`` after the records written ahead; ``own`` if it was one of them."""
-        ahead, self.ahead = self.ahead, []
+        ahead, self.ahead = self.ahead, ()
         if not ahead and not own:
             appended = await self._write(entry, ())
         else:
@@ -357,7 +373,7 @@ class RunDrive:
                     appended = await self._write(entry, ahead)
                 except BaseException:
                     # Nothing of it was committed: the next append carries it again.
-                    self.ahead = [*ahead, *([entry] if own else []), *self.ahead]
+                    self.ahead = (*ahead, *((entry,) if own else ()), *self.ahead)
                     raise
                 if appended.record is None:
                     # Refused (a cancel, or the end): what was written ahead is not recorded.
@@ -377,30 +393,40 @@ class RunDrive:
                 raise StorageError(f"run {self.run_id!r}: its end record vanished")
             self.state.add(end)
             raise RunEnded(entry.record.key)
+        if appended.released:
+            self.holding.ended()
         if appended.watched:
             self.cancel_requested = True
         if appended.record is not None and not own:
             self.state.add(appended.record)
         return appended
 
-    async def _write(self, entry: _Pending, ahead: Sequence[_Pending]) -> Appended:
+    def _write(self, entry: _Pending, ahead: Sequence[_Pending]) -> Awaitable[Appended]:
+        """The store's append of ``entry`` after ``ahead`` (awaited by ``_commit``: one
+        coroutine fewer in every drive waiting on a commit)."""
         guards = entry.guards
-        index: dict[str, Any] = {}
-        for pending in ahead:  # in order: the index says what the last of them says
-            guards += tuple(g for g in pending.guards if g not in guards)
-            index.update(pending.index or {})
-        index.update(entry.index or {})
+        index = entry.index or None  # the store copies it
+        if ahead:  # merged in order: the index says what the last of them says
+            merged: dict[str, Any] = {}
+            for pending in ahead:
+                guards += tuple(g for g in pending.guards if g not in guards)
+                merged.update(pending.index or {})
+            merged.update(entry.index or {})
+            index = merged or None
         record = entry.record
-        return await self.store.append(
+        return self.store.append(
             self.run_id,
             record.key,
             record.kind,
             record.payload,
             unless=guards or None,
             watch=R.CANCEL,
-            index=index or None,
+            index=index,
             epoch=self.holding.epoch,
-            before=[Entry(p.record.key, p.record.kind, p.record.payload) for p in ahead],
+            before=tuple(Entry(p.record.key, p.record.kind, p.record.payload) for p in ahead)
+            if ahead
+            else (),
+            release=entry.release,
         )
 
     def _recorded(self, committed: Sequence[_Pending]) -> None:
@@ -441,7 +467,9 @@ class RunDrive:
             return await self._end("failed", error=f"model error: {exc}")
         faults.crashpoint("model.after_answer")
         check_turn(turn, self.state)
-        plan = {call.id: plan_of(self.agent.tools, call.name) for call in turn.tool_calls}
+        plan = {}  # a loop, not a comprehension: no cell holds the drive while the model thinks
+        for call in turn.tool_calls:
+            plan[call.id] = plan_of(self.agent.tools, call.name)
         recorded = turn.to_json()
         problem = unstorable(recorded, name="turn")
         if problem is not None:
@@ -498,8 +526,9 @@ class RunDrive:
             except Exception as exc:
                 outcomes = [exc]
         else:
+            limit = asyncio.Semaphore(self.agent.max_concurrency)  # a turn's calls at once
             outcomes = await asyncio.gather(
-                *(self._guarded(c) for c in pending), return_exceptions=True
+                *(self._limited(limit, c) for c in pending), return_exceptions=True
             )
         for outcome in outcomes:
             if isinstance(outcome, asyncio.CancelledError):
@@ -535,12 +564,23 @@ class RunDrive:
             return await self._end("cancelled")
         return None
 
-    async def _guarded(self, cs: CallState) -> Outcome:
-        async with self.semaphore:
-            with tracing.tool_call(cs.call.id, cs.call.name, cs.plan, cs.call.arguments):
-                outcome = await self.calls.run(cs)
-                tracing.call_ended(outcome)
-                return outcome
+    async def _limited(self, limit: asyncio.Semaphore, cs: CallState) -> Outcome:
+        async with limit:
+            return await self._guarded(cs)
+
+    def _guarded(self, cs: CallState) -> Awaitable[Outcome]:
+        # A Calls per call, never kept on the drive: a drive <-> Calls cycle would leave every
+        # finished drive (its state, records, turns) to the cyclic collector.
+        span = tracing.tool_call(cs.call.id, cs.call.name, cs.plan, cs.call.arguments)
+        if span is tracing.NO_SPAN:  # not traced: the call's own coroutine, nothing around it
+            return Calls(self).run(cs)
+        return self._traced(span, cs)
+
+    async def _traced(self, span: AbstractContextManager[None], cs: CallState) -> Outcome:
+        with span:
+            outcome = await Calls(self).run(cs)
+            tracing.call_ended(outcome)
+            return outcome
 
     # --- ending ----------------------------------------------------------------------------
 
@@ -552,6 +592,7 @@ class RunDrive:
             R.END,
             {"status": status, "output": output, "error": None if error is None else clean(error)},
             index={"status": status, "detail": None},
+            release=self.holding.lease is not None,  # one transaction ends the run, frees the lease
         )
         return self._ended()
 

@@ -1,34 +1,26 @@
 """Who drives a run: the lease a drive holds, its owner, and whether that owner is alive.
 
-A drive acquires its run's lease before it appends anything and holds it until the drive ends.
-The lease expires on the store's clock unless its holder renews it; taking over an expired (or
-provably dead) lease bumps its ``epoch``, and every append a drive makes carries the epoch it
-holds, so a store refuses the appends of a drive whose lease another owner has taken
-(fencing). Claiming a run, for a worker, is acquiring its lease.
+A drive acquires its run's lease before it appends anything and holds it until the drive ends
+(``runtime.holding``). The lease expires on the store's clock unless its holder renews it;
+taking over an expired (or provably dead) lease bumps its ``epoch``, and every append a drive
+makes carries the epoch it holds, so a store refuses the appends of a drive whose lease another
+owner has taken (fencing). Claiming a run, for a worker, is acquiring its lease.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import functools
 import json
 import os
 import socket
 import time
-import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from runtime.errors import LeaseLost, ProtocolError, RunBusy
-from runtime.logs import get_logger
-
-if TYPE_CHECKING:
-    from runtime.journal.protocol import Store
 
 __all__ = [
     "DEFAULT_TTL",
-    "Holding",
     "Lease",
     "Owner",
     "busy",
@@ -38,8 +30,6 @@ __all__ = [
     "process_start",
     "this_host",
 ]
-
-log = get_logger(__name__)
 
 DEFAULT_TTL = 15.0
 """Seconds a lease lasts unless renewed; its holder renews it every third of that."""
@@ -112,7 +102,7 @@ class Owner:
         """A new owner for a drive in this process."""
         pid = os.getpid()
         return cls(
-            id=uuid.uuid4().hex,
+            id=os.urandom(16).hex(),  # as unique as a uuid4, without building one
             host=this_host(),
             pid=pid,
             pid_start=_own_start(pid),
@@ -225,17 +215,20 @@ def busy(lease: Lease) -> RunBusy:
 def lease_from_row(
     run_id: str,
     epoch: int,
-    owner: str,
+    owner: str | Owner,
     acquired_ms: int,
     expires_ms: int,
     released: bool,
     now_ms: int,
 ) -> Lease:
-    """A lease read from a store's row; ``live`` judged against the store's ``now_ms``."""
+    """A lease read from a store's row; ``live`` judged against the store's ``now_ms``.
+
+    ``owner`` is the row's JSON, or the ``Owner`` a caller knows it holds (it just acquired or
+    renewed this lease): that one is kept rather than read again."""
     return Lease(
         run_id=run_id,
         epoch=epoch,
-        owner=Owner.from_json(owner),
+        owner=owner if isinstance(owner, Owner) else Owner.from_json(owner),
         acquired_ms=acquired_ms,
         expires_ms=expires_ms,
         released=bool(released),
@@ -251,86 +244,3 @@ def lost(lease: Lease, epoch_now: int | None) -> LeaseLost:
         " it appends nothing more and runs no further tool",
         run_id=lease.run_id,
     )
-
-
-class Holding:
-    """The lease one drive holds: acquired before its first append, renewed by a heartbeat
-    task the drive owns, released when the drive ends (whatever the ending).
-
-    ``acquire`` takes over at once a lease whose owner is a gone process of this host (a
-    ``resume`` right after a crash need not wait for the TTL), and otherwise raises
-    ``RunBusy``, or waits up to ``wait`` seconds for the lease to be released or to expire.
-    """
-
-    def __init__(self, store: Store, run_id: str, owner: Owner, *, ttl: float, renew: float):
-        self.store = store
-        self.run_id = run_id
-        self.owner = owner
-        self.ttl = ttl
-        self.renew = renew
-        self.lease: Lease | None = None
-        self.lost: LeaseLost | None = None
-        self.released = False
-        self._beat: asyncio.Task[None] | None = None
-
-    @property
-    def epoch(self) -> int:
-        assert self.lease is not None, "the lease is acquired before anything is appended"
-        return self.lease.epoch
-
-    async def acquire(self, *, wait: float | None = None) -> Lease:
-        deadline = None if wait is None else time.monotonic() + wait
-        while True:
-            try:
-                self.lease = await self.store.acquire(self.run_id, self.owner, ttl=self.ttl)
-                break
-            except RunBusy as refused:
-                held = refused.lease
-                if held.owner.gone():
-                    log.info("lease_taken_over", run_id=self.run_id, gone=held.owner.describe())
-                    try:
-                        self.lease = await self.store.acquire(
-                            self.run_id, self.owner, ttl=self.ttl, take_over=held.epoch
-                        )
-                        break
-                    except RunBusy:  # another process took it first: look again
-                        continue
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is None or remaining <= 0:
-                    raise
-                await asyncio.sleep(min(remaining, max(0.05, min(1.0, self.renew))))
-        self._beat = asyncio.create_task(self._heartbeat(), name=f"bide-lease:{self.run_id}")
-        return self.lease
-
-    def check(self) -> None:
-        """Raise ``LeaseLost`` if the heartbeat learnt that another owner took the lease."""
-        if self.lost is not None:
-            raise self.lost
-
-    async def _heartbeat(self) -> None:
-        while True:
-            await asyncio.sleep(self.renew)
-            assert self.lease is not None
-            try:
-                self.lease = await self.store.renew(self.lease, ttl=self.ttl)
-            except LeaseLost as exc:
-                self.lost = exc
-                log.error("lease_lost", run_id=self.run_id, error=str(exc))
-                return
-            except Exception as exc:  # a locked or lost database: try again at the next beat
-                log.warning("lease_renew_failed", run_id=self.run_id, error=str(exc))
-
-    async def release(self) -> None:
-        """Stop renewing and release the lease (a failure is logged: the lease expires)."""
-        beat, self._beat = self._beat, None
-        if beat is not None:
-            beat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beat
-        if self.lease is None or self.lost is not None or self.released:
-            return
-        self.released = True
-        try:
-            await self.store.release(self.lease)
-        except Exception as exc:
-            log.warning("lease_release_failed", run_id=self.run_id, error=str(exc))

@@ -236,3 +236,6 @@ class Appended:
     before: tuple[Record, ...] = ()
     """The records the append was given to write first (``Store.append(before=)``), as
     committed with it; empty when it was refused."""
+    released: bool = False
+    """Whether the run's lease was released in the same transaction (``Store.append(release=
+    True)``): the append committed (not refused), so the lease it was fenced by is free."""

@@ -13,7 +13,7 @@ from typing import Any
 from runtime.errors import ConfigError, FormatError, StorageError
 from runtime.journal.codec import encode
 from runtime.journal.names import FORMAT_VERSION
-from runtime.journal.protocol import RunPage, RunRow, written_ahead
+from runtime.journal.protocol import RunPage, RunRow, check_release, written_ahead
 from runtime.journal.sqlite.leases import LeaseOp, LeaseRow, decide
 from runtime.messages import AssistantTurn, Message, ToolCall, Usage
 from runtime.ownership import Lease, Owner, busy, lease_from_row, lost
@@ -150,7 +150,9 @@ class MemoryStore:
         index: Mapping[str, Any] | None = None,
         epoch: int | None = None,
         before: Sequence[Entry] = (),
+        release: bool = False,
     ) -> Appended:
+        check_release(release, epoch)
         self._fence(run_id, epoch)
         run = self._runs.get(run_id)
         if run is None:
@@ -176,7 +178,10 @@ class MemoryStore:
         if record is None:
             record = self._put(run_id, key, kind, payload)
         self._index(run_id, dict(index or {}))
-        return Appended(won, self._copy(record) if not won else record, watched, before=ahead)
+        if release:
+            decide(LeaseOp("release", run_id, epoch), self._leases, set(), _now_ms())
+        copy = self._copy(record) if not won else record
+        return Appended(won, copy, watched, before=ahead, released=release)
 
     def _index(self, run_id: str, fields: dict[str, Any]) -> None:
         row = self._rows[run_id]
@@ -250,13 +255,14 @@ class MemoryStore:
                 None if held is None else held[0],
             )
 
-    def _lease_op(self, op: LeaseOp) -> tuple[bool, Lease | None]:
+    def _lease_op(self, op: LeaseOp, owner: Owner | None = None) -> tuple[bool, Lease | None]:
         self.commits += 1
         done, row, now = decide(op, self._leases, set(), _now_ms())
         if row is None:
             return done, None
-        epoch, owner, _host, acquired, expires, released = row
-        return done, lease_from_row(op.run_id, epoch, owner, acquired, expires, released, now)
+        epoch, text, _host, acquired, expires, released = row
+        holder = owner if done and owner is not None else text
+        return done, lease_from_row(op.run_id, epoch, holder, acquired, expires, released, now)
 
     async def acquire(
         self, run_id: str, owner: Owner, *, ttl: float, take_over: int | None = None
@@ -265,7 +271,7 @@ class MemoryStore:
             raise ConfigError(f"a lease's ttl is a positive number of seconds, not {ttl!r}")
         owner_json = json.dumps(owner.to_json())
         op = LeaseOp("acquire", run_id, take_over, owner_json, owner.host, round(ttl * 1000))
-        granted, lease = self._lease_op(op)
+        granted, lease = self._lease_op(op, owner)
         assert lease is not None
         if not granted:
             raise busy(lease)
@@ -273,7 +279,7 @@ class MemoryStore:
 
     async def renew(self, lease: Lease, *, ttl: float) -> Lease:
         renewed, now = self._lease_op(
-            LeaseOp("renew", lease.run_id, lease.epoch, ttl_ms=round(ttl * 1000))
+            LeaseOp("renew", lease.run_id, lease.epoch, ttl_ms=round(ttl * 1000)), lease.owner
         )
         if not renewed or now is None:
             raise lost(lease, None if now is None else now.epoch)

@@ -27,11 +27,12 @@ from typing import Any, Self
 from runtime import records as R
 from runtime.agent import Agent
 from runtime.errors import BideError, ConfigError, CorruptJournal, RunBusy, StorageError
+from runtime.holding import Holding
 from runtime.journal.journal import Journal
 from runtime.journal.protocol import Wakeups
 from runtime.logs import get_logger
 from runtime.loop import RunDrive
-from runtime.ownership import Holding, Owner, this_host
+from runtime.ownership import Owner, this_host
 from runtime.reconcile import due_ms, next_try_ms, settle_run
 from runtime.result import RunResult
 
@@ -202,13 +203,7 @@ class Worker:
                 continue
             if lease is not None and lease.live and not lease.owner.gone():
                 continue  # held by a live process of this host
-            holding = Holding(
-                store,
-                run_id,
-                Owner.here(worker=self.name),
-                ttl=self.journal.lease_ttl,
-                renew=self.journal.lease_renew,
-            )
+            holding = Holding(self.journal.renewer, run_id, Owner.here(worker=self.name))
             try:
                 await holding.acquire()
             except RunBusy:

@@ -11,6 +11,7 @@ from runtime import faults, tracing
 from runtime import records as R
 from runtime.approval import ApprovalPolicy, Decision, canonical_json
 from runtime.errors import ConfigError, ConflictError, RunBusy
+from runtime.holding import Renewer
 from runtime.journal.protocol import RunPage, RunRow, Store
 from runtime.journal.resolution import (
     Decided,
@@ -47,7 +48,8 @@ class Journal:
     protocol, such as ``runtime.testing.MemoryStore``); closing the Journal closes it.
 
     Every drive through this Journal holds its run's lease: ``lease_ttl`` seconds unless
-    renewed, renewed every ``lease_renew`` seconds (default a third of the TTL).
+    renewed, renewed every ``lease_renew`` seconds (default a third of the TTL) by one task
+    the Journal owns for all of them (``renewer``).
     """
 
     def __init__(
@@ -83,6 +85,7 @@ class Journal:
         self._busy_timeout_ms = busy_timeout_ms
         self._given = store
         self._store: Store | None = None
+        self._renewer: Renewer | None = None
 
     async def open(self) -> Self:
         if self._store is None:
@@ -98,13 +101,19 @@ class Journal:
                 self._store = await SQLiteStore.open(
                     self.url, migrate=self._migrate, busy_timeout_ms=self._busy_timeout_ms
                 )
+            self._renewer = Renewer(self._store, ttl=self.lease_ttl, renew=self.lease_renew)
         return self
 
     async def close(self) -> None:
         if self._store is not None:
             store, self._store = self._store, None
+            renewer, self._renewer = self._renewer, None
             self._given = None  # a closed store is not reopened
-            await store.close()
+            try:
+                if renewer is not None:
+                    await renewer.aclose()
+            finally:
+                await store.close()
 
     async def __aenter__(self) -> Self:
         return await self.open()
@@ -117,6 +126,13 @@ class Journal:
         if self._store is None:
             raise ConfigError("the journal is not open: use `async with Journal(url) as j:`")
         return self._store
+
+    @property
+    def renewer(self) -> Renewer:
+        """Renews the lease of every drive through this Journal (``runtime.holding``)."""
+        if self._renewer is None:
+            raise ConfigError("the journal is not open: use `async with Journal(url) as j:`")
+        return self._renewer
 
     @property
     def path(self) -> str:

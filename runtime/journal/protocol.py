@@ -23,6 +23,7 @@ __all__ = [
     "Store",
     "Wakeups",
     "appended",
+    "check_release",
     "check_run_id",
     "index_fields",
     "parse_cursor",
@@ -72,6 +73,9 @@ class Store(Protocol):
       them, or the record's own, that exists already fails the append with ``StorageError``
       (a drive writes ahead only keys that are its own to write). ``Appended.before`` holds
       them as committed.
+    - ``append(epoch=e, release=True)`` releases the run's lease (of epoch ``e``) in the same
+      transaction, unless the append is refused or fails: a drive's end record and the end of
+      its lease commit together (``Appended.released``).
     - ``seq`` orders records by commit across the whole store.
     - Nothing is ever updated or deleted; the listing index is derived.
 
@@ -122,6 +126,7 @@ class Store(Protocol):
         index: Mapping[str, Any] | None = None,
         epoch: int | None = None,
         before: Sequence[Entry] = (),
+        release: bool = False,
     ) -> Appended: ...
 
     async def update_index(
@@ -182,6 +187,13 @@ class Wakeups(Protocol):
 # --- what every store checks the same way --------------------------------------------------------
 
 
+def check_release(release: bool, epoch: int | None) -> None:
+    """A lease is released with an append only by the drive that holds it: ``release`` needs
+    the ``epoch`` the append is fenced by."""
+    if release and epoch is None:
+        raise ConfigError("append(release=True) releases the lease of the given epoch: pass it")
+
+
 def check_run_id(run_id: object) -> None:
     """``ConfigError`` unless ``run_id`` is a non-empty string of at most 256 characters."""
     if not isinstance(run_id, str) or not run_id or len(run_id) > 256:
@@ -226,11 +238,17 @@ def written_ahead(run_id: str, key: str, taken: str) -> StorageError:
 
 
 def appended(
-    outcome: tuple[Any, ...], run_id: str, key: str, payload: Any, before: Sequence[Entry]
+    outcome: tuple[Any, ...],
+    run_id: str,
+    key: str,
+    payload: Any,
+    before: Sequence[Entry],
+    release: bool = False,
 ) -> Appended:
     """An append's result from a batch's outcome: ``(won, watched, seq, kind, codec, text,
     created_ms)``, or ``(False, watched, guard)`` when the record under ``guard`` refused it.
-    The records written ahead took the seqs just before the record's own."""
+    The records written ahead took the seqs just before the record's own; the lease was
+    released with it (``release``) unless it was refused."""
     if len(outcome) == 3:
         return Appended(False, None, outcome[1], outcome[2])
     won, watched, seq, kind, codec, text, created_ms = outcome
@@ -241,5 +259,9 @@ def appended(
         for i, e in enumerate(before)
     )
     return Appended(
-        won, Record(seq, run_id, key, kind, value, created_ms, codec), watched, before=ahead
+        won,
+        Record(seq, run_id, key, kind, value, created_ms, codec),
+        watched,
+        before=ahead,
+        released=release,
     )

@@ -5,9 +5,10 @@ attribute is built. Span and attribute names follow the GenAI semantic conventio
 apply (``gen_ai.*``); what only bide knows is under ``bide.*``. See ``docs/observability.md``.
 """
 
+# Public: TRACE_FIELD, add_trace_ids, configure, trace_headers (``__all__``). The rest are the
+# hooks the runtime calls as ``tracing.<hook>(...)`` (not for applications).
+from runtime.tracing._core import NO_SPAN as NO_SPAN
 from runtime.tracing._core import TRACE_FIELD, add_trace_ids, configure, trace_headers
-
-# The hooks the runtime calls as ``tracing.<hook>(...)`` (not for applications).
 from runtime.tracing._core import now_ns as now_ns
 from runtime.tracing.calls import (
     approval_decided as approval_decided,

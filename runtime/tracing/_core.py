@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator, MutableMapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +19,7 @@ from runtime.messages import Message, ToolResultMessage, UserMessage
 
 __all__ = [
     "NO_DRIVE",
+    "NO_SPAN",
     "TRACE_FIELD",
     "W3C",
     "DriveSpan",
@@ -78,6 +79,9 @@ class DriveSpan:
 
 
 NO_DRIVE = DriveSpan(trace.INVALID_SPAN)
+NO_SPAN: AbstractContextManager[None] = nullcontext()
+"""What a span hook returns when nothing would be recorded: one shared object, so that a drive
+that is not traced allocates no context manager per drive, request or call."""
 drive_span: ContextVar[DriveSpan] = ContextVar("bide_drive_span", default=NO_DRIVE)
 chat_span: ContextVar[Span] = ContextVar("bide_chat_span", default=trace.INVALID_SPAN)
 tool_span: ContextVar[Span] = ContextVar("bide_tool_span", default=trace.INVALID_SPAN)

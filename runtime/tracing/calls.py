@@ -4,7 +4,7 @@ what the journal made of each call."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
@@ -12,6 +12,7 @@ from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 from runtime.result import Halt, Waiting
 from runtime.tracing._core import (
     NO_DRIVE,
+    NO_SPAN,
     active_tracer,
     drive_span,
     json_text,
@@ -32,12 +33,17 @@ __all__ = [
 ]
 
 
-@contextmanager
-def tool_call(call_id: str, tool: str, plan: Mapping[str, Any], arguments: Any) -> Iterator[None]:
+def tool_call(
+    call_id: str, tool: str, plan: Mapping[str, Any], arguments: Any
+) -> AbstractContextManager[None]:
     """The span of one tool call: ``execute_tool {tool}``, with what the journal made of it."""
     if drive_span.get() is NO_DRIVE:
-        yield
-        return
+        return NO_SPAN
+    return _tool_call(call_id, tool, plan, arguments)
+
+
+@contextmanager
+def _tool_call(call_id: str, tool: str, plan: Mapping[str, Any], arguments: Any) -> Iterator[None]:
     with started(settings.tracer, f"execute_tool {tool}", SpanKind.INTERNAL) as span:
         if not span.is_recording():
             yield

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from opentelemetry import trace
@@ -13,6 +13,7 @@ from runtime.messages import AssistantTurn, Message
 from runtime.result import RunResult, RunStatus
 from runtime.tracing._core import (
     NO_DRIVE,
+    NO_SPAN,
     TRACE_FIELD,
     W3C,
     DriveSpan,
@@ -40,13 +41,16 @@ __all__ = [
 ]
 
 
-@contextmanager
-def drive(agent: str, run_id: str) -> Iterator[None]:
+def drive(agent: str, run_id: str) -> AbstractContextManager[None]:
     """The span of one drive: ``invoke_agent {agent}``; the hooks below annotate it."""
     tracer = active_tracer()
     if tracer is None:
-        yield
-        return
+        return NO_SPAN
+    return _drive(tracer, agent, run_id)
+
+
+@contextmanager
+def _drive(tracer: trace.Tracer, agent: str, run_id: str) -> Iterator[None]:
     with started(tracer, f"invoke_agent {agent}", SpanKind.INTERNAL) as span:
         if not span.is_recording():
             yield
@@ -143,14 +147,19 @@ def linked_context(start: Mapping[str, Any] | None) -> trace.SpanContext | None:
 # --- model requests ------------------------------------------------------------------------
 
 
-@contextmanager
 def chat(
     model: object, n: int, system_prompt: str | None, messages: Sequence[Message]
-) -> Iterator[None]:
+) -> AbstractContextManager[None]:
     """The span of one model request, retries included: ``chat {model}``."""
     if drive_span.get() is NO_DRIVE:  # not tracing this drive (no provider, or not sampled)
-        yield
-        return
+        return NO_SPAN
+    return _chat(model, n, system_prompt, messages)
+
+
+@contextmanager
+def _chat(
+    model: object, n: int, system_prompt: str | None, messages: Sequence[Message]
+) -> Iterator[None]:
     name = getattr(model, "model", None)
     name = name if isinstance(name, str) and name else None
     with started(settings.tracer, f"chat {name}" if name else "chat", SpanKind.CLIENT) as span:

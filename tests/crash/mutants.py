@@ -153,7 +153,7 @@ def _ack_before_commit() -> None:
 
 def _skip_lease_check() -> None:
     """Every drive gets the lease, whoever holds it (as if its holder were gone: the epoch is
-    bumped), a worker is shown every unfinished run as free, a heartbeat never learns of a
+    bumped), a worker is shown every unfinished run as free, a renewal never learns of a
     takeover, and the store takes every append whatever epoch it carries."""
     real_acquire = SQLiteStore.acquire
     real_append = SQLiteStore.append
@@ -180,6 +180,7 @@ def _skip_lease_check() -> None:
         return found[:limit]
 
     async def append(self: SQLiteStore, *args: Any, epoch: int | None = None, **kw: Any) -> Any:
+        kw.pop("release", None)  # no epoch to release by: the drive releases it afterwards
         return await real_append(self, *args, **kw)
 
     async def update_index(

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.errors import LeaseLost, RunBusy
+from runtime.errors import ConfigError, LeaseLost, RunBusy
 from runtime.journal import SQLiteStore, Store
 from runtime.journal.postgres import PostgresStore
 from runtime.ownership import Owner, is_alive, process_start, this_host
@@ -200,3 +200,36 @@ async def test_claimable_lists_orphans_before_runs_never_driven(store: Store) ->
     await asyncio.sleep(0.1)
     first, *_ = await store.claimable(limit=2)
     assert first[0] == "orphan"
+
+
+async def test_an_append_that_releases_frees_the_lease_in_its_own_transaction(
+    store: Store,
+) -> None:
+    """A drive's end record and the end of its lease commit together; a refused one keeps it."""
+    lease = await store.acquire("r", owner(), ttl=TTL)
+    await store.create_run("r", epoch=lease.epoch)
+    await store.append("r", "cancel", "cancel", {})
+    refused = await store.append(
+        "r", "end", "end", {}, unless="cancel", epoch=lease.epoch, release=True
+    )
+    assert refused.record is None and not refused.released
+    held = await store.lease("r")
+    assert held is not None and held.live and not held.released
+    ended = await store.append("r", "end", "end", {}, epoch=lease.epoch, release=True)
+    assert ended.won and ended.released
+    freed = await store.lease("r")
+    assert freed is not None and freed.released and not freed.live
+    assert (await store.acquire("r", owner("w-2"), ttl=TTL)).epoch == lease.epoch + 1
+    with pytest.raises(ConfigError, match="epoch"):
+        await store.append("r", "x", "t", {}, release=True)
+
+
+async def test_a_lease_granted_or_renewed_carries_its_holders_own_owner(store: Store) -> None:
+    """The holder knows who it is: its Owner is kept, not read back from the row."""
+    me = owner()
+    lease = await store.acquire("r", me, ttl=TTL)
+    assert lease.owner is me
+    assert (await store.renew(lease, ttl=TTL)).owner is me
+    with pytest.raises(RunBusy) as refused:
+        await store.acquire("r", owner("w-2"), ttl=TTL)
+    assert refused.value.lease.owner == me and refused.value.lease.owner is not me

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import json
+import logging
+from typing import Any
 
+import pytest
+
+from runtime import logs
 from tests.conftest import ROOT, run_child
 
 # A run of the README's kind of agent: one read, one side effect, an answer.
@@ -103,3 +108,25 @@ def test_every_module_gets_its_logger_from_runtime_logs_and_none_configures_stru
                 if needle in text:
                     offenders.append(f"{path.relative_to(ROOT)}: {needle}")
     assert offenders == []
+
+
+def test_a_disabled_level_builds_no_event(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An info or debug event at a level the application does not hear runs no processor."""
+    processed: list[str] = []
+
+    def spy(_logger: Any, _name: str, event: Any) -> Any:
+        processed.append(event["event"])
+        return event
+
+    monkeypatch.setattr(logs, "_PROCESSORS", [spy, *logs._PROCESSORS])
+    log = logs.get_logger("runtime.test_quiet")
+    stdlib = logging.getLogger("runtime.test_quiet")
+    monkeypatch.setattr(stdlib, "level", logging.WARNING)
+    log.debug("quiet_debug")
+    log.info("quiet_info")
+    assert processed == []
+    log.warning("heard_warning")
+    monkeypatch.setattr(stdlib, "level", logging.DEBUG)  # heard at once, as structlog would
+    log.debug("heard_debug")
+    log.info("heard_info")
+    assert processed == ["heard_warning", "heard_debug", "heard_info"]

@@ -204,6 +204,17 @@ async def test_with_no_tracer_provider_nothing_is_recorded_or_journaled(journal:
     assert tracing.trace_headers() == {}
 
 
+def test_with_nothing_traced_the_span_hooks_share_one_context_manager() -> None:
+    """A drive that is not traced makes no context manager per drive, request or call."""
+    hooks = [
+        tracing.drive("agent", "r1"),
+        tracing.drive("agent", "r2"),
+        tracing.chat(None, 1, None, []),
+        tracing.tool_call("c1", "look", {}, {}),
+    ]
+    assert all(h is hooks[0] for h in hooks)
+
+
 CRASHING_CHILD = """
 from runtime import faults
 faults.arm_from_environment()

@@ -104,6 +104,8 @@ class AppendOp:
     """Refused with ``LeaseLost`` unless the run's lease has this epoch (when given)."""
     before: tuple[tuple[str, str, str], ...] = ()
     """Records (key, kind, payload text) to insert first, all of them and this one or none."""
+    release: bool = False
+    """Release the run's lease (of ``epoch``) in the same transaction, unless refused."""
 
 
 @dataclass(slots=True)
@@ -249,6 +251,7 @@ async def apply(
     # Runs this batch makes ready to drive. A write fenced by an epoch comes from the run's
     # owner: the run is not claimable until that owner releases it (the release notifies).
     ready: dict[str, None] = {}
+    releases: dict[str, int] = {}  # run -> the epoch of its lease, released with its append
     for op in ops:
         run_id = op.run_id
         if op.epoch is not None and epochs.get(run_id) != op.epoch:
@@ -290,6 +293,8 @@ async def apply(
                 fields.update(op.index)
                 if op.epoch is None and op.index.get("status") in READY_STATUSES:
                     ready[run_id] = None
+            if op.release and op.epoch is not None:  # fenced by it above: this op's to release
+                releases[run_id] = op.epoch
             outcomes.append((won, watched, *record))
         elif type(op) is CreateOp:
             k = (run_id, "header")
@@ -325,6 +330,9 @@ async def apply(
             outcomes.append(None)
     if inserts or created or index:
         await _write(conn, inserts, created, index, now)
+    if releases:
+        values = {"runs": list(releases), "epochs": list(releases.values())}
+        await conn.execute(L.RELEASE_MANY, values)
     if ready:
         await conn.execute(NOTIFY, {"runs": list(ready)})
     return outcomes

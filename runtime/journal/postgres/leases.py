@@ -204,16 +204,17 @@ def owner_text(owner: Owner) -> str:
     return json.dumps(owner.to_json(), separators=(",", ":"))
 
 
-def lease_of(run_id: str, row: Any) -> Lease | None:
+def lease_of(run_id: str, row: Any, owner: Owner | None = None) -> Lease | None:
     """A lease from ``(epoch, owner, acquired_ms, expires_ms, released, live)``, or ``None``
-    when the row is all NULL (a LEFT JOIN that found no lease)."""
-    epoch, owner, acquired_ms, expires_ms, released, live = row
+    when the row is all NULL (a LEFT JOIN that found no lease); with ``owner`` when the caller
+    holds it (the row's owner is then that one)."""
+    epoch, text, acquired_ms, expires_ms, released, live = row
     if epoch is None:
         return None
     return Lease(
         run_id=run_id,
         epoch=epoch,
-        owner=Owner.from_json(owner),
+        owner=Owner.from_json(text) if owner is None else owner,
         acquired_ms=acquired_ms,
         expires_ms=expires_ms,
         released=bool(released),

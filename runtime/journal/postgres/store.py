@@ -41,6 +41,7 @@ from runtime.journal.protocol import (
     RunPage,
     RunRow,
     appended,
+    check_release,
     check_run_id,
     index_fields,
     parse_cursor,
@@ -89,6 +90,10 @@ _RUNS = sa.select(
     _LIVE.label("live"),
 ).select_from(_u.outerjoin(_l, _l.c.run_id == _u.c.run_id))
 _ROW = _RUNS.where(_u.c.run_id == _RUN_ID)
+
+
+_HEADER = encode({"format": schema.FORMAT_VERSION})
+"""Every run's header record, as stored (the same for all runs of this format)."""
 
 
 class PostgresStore:
@@ -172,8 +177,7 @@ class PostgresStore:
         An existing run written in another format is refused with ``FormatError``.
         """
         check_run_id(run_id)
-        header = encode({"format": schema.FORMAT_VERSION})
-        created = bool(await self._submit(CreateOp(run_id, header, agent, epoch)))
+        created = bool(await self._submit(CreateOp(run_id, _HEADER, agent, epoch)))
         self._verified.add(run_id)
         return created
 
@@ -189,9 +193,11 @@ class PostgresStore:
         index: Mapping[str, Any] | None = None,
         epoch: int | None = None,
         before: Sequence[Entry] = (),
+        release: bool = False,
     ) -> Appended:
         """Insert ``payload`` under ``key`` unless the key exists; return the winner (the
-        contract is ``Store.append``'s, ``before`` included)."""
+        contract is ``Store.append``'s, ``before`` and ``release`` included)."""
+        check_release(release, epoch)
         op = AppendOp(
             run_id,
             key,
@@ -204,10 +210,11 @@ class PostgresStore:
             index=index_fields(index) if index else None,
             epoch=epoch,
             before=tuple((e.key, e.kind, encode(e.payload)) for e in before),
+            release=release,
         )
         outcome = await self._submit(op)
         self._verified.add(run_id)
-        return appended(outcome, run_id, key, payload, before)
+        return appended(outcome, run_id, key, payload, before, release)
 
     async def update_index(
         self, run_id: str, *, unless: str | None = None, epoch: int | None = None, **fields: Any
@@ -236,7 +243,7 @@ class PostgresStore:
         }
 
         granted, row = await self._submit(LeaseOp("acquire", run_id, values))
-        lease = None if row is None else L.lease_of(run_id, row)
+        lease = None if row is None else L.lease_of(run_id, row, owner if granted else None)
         if lease is None:  # pragma: no cover - the upsert either wins or meets a row
             raise StorageError(f"journal {self.path}: the lease of run {run_id!r} vanished")
         if not granted:
@@ -247,7 +254,7 @@ class PostgresStore:
         """Extend ``lease`` by ``ttl`` seconds from now; ``LeaseLost`` if its epoch moved on."""
         values = {"run_id": lease.run_id, "epoch": lease.epoch, "ttl_ms": ttl_ms(ttl)}
         row = await self._submit(LeaseOp("renew", lease.run_id, values))
-        renewed = None if row is None else L.lease_of(lease.run_id, row)
+        renewed = None if row is None else L.lease_of(lease.run_id, row, lease.owner)
         if renewed is None:
             current = await self.lease(lease.run_id)
             raise lost(lease, None if current is None else current.epoch)

@@ -131,6 +131,8 @@ class AppendOp:
     """Refuse the append (``LeaseLost``) unless the run's lease has this epoch."""
     before: tuple[tuple[str, str, str], ...] = ()
     """Records (key, kind, payload text) to insert first, all of them and this one or none."""
+    release: bool = False
+    """Release the run's lease (of ``epoch``) in the same transaction, unless refused."""
 
 
 @dataclass(slots=True)
@@ -278,6 +280,8 @@ def apply(conn: sqlite3.Connection, ops: list[Op], now: int, limit: int) -> list
                 fields = index[run_id] = {}
             if op.index:
                 fields.update(op.index)
+            if op.release:  # fenced by its epoch above: the lease is this op's to release
+                decide(LeaseOp("release", run_id, op.epoch), leases, dirty, now)
             # Flat and atomic, so the collector stops tracking it at its first look.
             outcome((won, op.watch is not None and (run_id, op.watch) in present, *record))
         elif type(op) is CreateOp:

@@ -23,6 +23,7 @@ from runtime.journal.protocol import (
     RunPage,
     RunRow,
     appended,
+    check_release,
     check_run_id,
     index_fields,
     parse_cursor,
@@ -36,6 +37,10 @@ from runtime.ownership import Lease, Owner, busy, lease_from_row, lost
 from runtime.records import CODEC, Appended, Entry, Record
 
 __all__ = ["SQLiteStore"]
+
+
+_HEADER = encode({"format": names.FORMAT_VERSION})
+"""Every run's header record, as stored (the same for all runs of this format)."""
 
 
 class SQLiteStore:
@@ -108,8 +113,7 @@ class SQLiteStore:
         An existing run written in another format is refused with ``FormatError``.
         """
         check_run_id(run_id)
-        header = encode({"format": names.FORMAT_VERSION})
-        created = bool(await self._writer.submit(CreateOp(run_id, header, agent, epoch)))
+        created = bool(await self._writer.submit(CreateOp(run_id, _HEADER, agent, epoch)))
         self._verified.add(run_id)
         return created
 
@@ -125,6 +129,7 @@ class SQLiteStore:
         index: Mapping[str, Any] | None = None,
         epoch: int | None = None,
         before: Sequence[Entry] = (),
+        release: bool = False,
     ) -> Appended:
         """Insert ``payload`` under ``key`` unless the key exists; return the winner.
 
@@ -133,8 +138,10 @@ class SQLiteStore:
         ``watch`` names a key whose presence is reported back; ``index`` updates the run's row
         in the derived index in the same transaction. Given ``epoch``, the append is refused
         with ``LeaseLost`` unless the run's lease still has that epoch. ``before`` records are
-        written first in the same transaction, all or none (``Store.append``).
+        written first in the same transaction, all or none (``Store.append``); ``release``
+        releases the lease of ``epoch`` with it.
         """
+        check_release(release, epoch)
         op = AppendOp(
             run_id,
             key,
@@ -147,10 +154,11 @@ class SQLiteStore:
             index=index_fields(index) if index else None,
             epoch=epoch,
             before=tuple((e.key, e.kind, encode(e.payload)) for e in before),
+            release=release,
         )
         outcome = await self._writer.submit(op)
         self._verified.add(run_id)
-        return appended(outcome, run_id, key, payload, before)
+        return appended(outcome, run_id, key, payload, before, release)
 
     async def update_index(
         self, run_id: str, *, unless: str | None = None, epoch: int | None = None, **fields: Any
@@ -173,10 +181,9 @@ class SQLiteStore:
             "acquire", run_id, take_over, json.dumps(owner.to_json()), owner.host, ttl_ms(ttl)
         )
         granted, row, now = await self._writer.submit(op)
-        lease = _held(run_id, row, now)
         if not granted:
-            raise busy(lease)
-        return lease
+            raise busy(_held(run_id, row, now))
+        return _held(run_id, row, now, owner)
 
     async def renew(self, lease: Lease, *, ttl: float) -> Lease:
         """Extend ``lease`` by ``ttl`` from now; ``LeaseLost`` if another owner took it."""
@@ -184,7 +191,7 @@ class SQLiteStore:
         renewed, row, now = await self._writer.submit(op)
         if not renewed:
             raise lost(lease, None if row is None else row[0])
-        return _held(lease.run_id, row, now)
+        return _held(lease.run_id, row, now, lease.owner)
 
     async def release(self, lease: Lease) -> bool:
         """Release ``lease``; False (nothing changed) if another owner holds the run now."""
@@ -280,10 +287,12 @@ class SQLiteStore:
         return [(row[0], None if row[1] is None else _read(row[0], row[1:], now)) for row in rows]
 
 
-def _held(run_id: str, row: Any, now: int) -> Lease:
-    """A lease from the writer's row: epoch, owner, host, acquired, expires, released."""
-    epoch, owner, _host, acquired_ms, expires_ms, released = row
-    return lease_from_row(run_id, epoch, owner, acquired_ms, expires_ms, released, now)
+def _held(run_id: str, row: Any, now: int, owner: Owner | None = None) -> Lease:
+    """A lease from the writer's row: epoch, owner, host, acquired, expires, released; with
+    ``owner`` when the caller holds it (the row's owner is then that one)."""
+    epoch, text, _host, acquired_ms, expires_ms, released = row
+    holder = text if owner is None else owner
+    return lease_from_row(run_id, epoch, holder, acquired_ms, expires_ms, released, now)
 
 
 def _read(run_id: str, row: Any, now: int) -> Lease:
