@@ -99,10 +99,20 @@ def pg_empty(pg_template: str) -> Iterator[str]:
         yield url
 
 
+@pytest.fixture(scope="session")
+def pg_copies(pg_template: str) -> Iterator[server.Copies]:
+    """Copies of the template, made ahead of the tests that take them (see ``server.Copies``)."""
+    copies = server.Copies(pg_template)
+    try:
+        yield copies
+    finally:
+        copies.close()
+
+
 @pytest.fixture
-def pg_url(pg_template: str) -> Iterator[str]:
+def pg_url(pg_copies: server.Copies) -> Iterator[str]:
     """A fresh PostgreSQL database at head for this test, dropped afterwards."""
-    with server.database(pg_template) as url:
+    with pg_copies.database() as url:
         yield url
 
 
