@@ -76,6 +76,7 @@ class Copies:
         # Two at a time: the server makes two copies in little more time than one.
         self._thread = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="pg-copies")
         self._made = [self._thread.submit(self._make) for _ in range(ahead)]
+        self._dropped: list[concurrent.futures.Future[None]] = []
 
     def _make(self) -> str:
         name = fresh_name("db")
@@ -91,15 +92,20 @@ class Copies:
         try:
             yield url_of(name)
         finally:
-            self._thread.submit(admin, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            self._drop(name)
+
+    def _drop(self, name: str) -> None:
+        statement = f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+        self._dropped.append(self._thread.submit(admin, statement))
 
     def close(self) -> None:
-        """Drop the copies no test took, once every pending drop is done."""
+        """Drop the copies no test took; raise if any drop failed (a database was left)."""
         for made in self._made:
-            with contextlib.suppress(Exception):
-                name = made.result()
-                self._thread.submit(admin, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            with contextlib.suppress(Exception):  # a copy that failed was a test's error
+                self._drop(made.result())
         self._thread.shutdown(wait=True)
+        for dropped in self._dropped:
+            dropped.result()
 
 
 @contextmanager
