@@ -27,6 +27,18 @@ ROOT = Path(__file__).resolve().parents[1]
 structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.INFO))
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``slow`` (long sets, each behaviour of which a faster test in the default
+    run also shows) run only when asked for: ``-m slow``."""
+    if "slow" in (config.getoption("markexpr") or ""):
+        return
+    for item in items:
+        if "slow" in item.keywords:
+            where = os.path.dirname(os.path.relpath(item.path, ROOT))
+            reason = f"a long run: run it with `-m slow {where}`"
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
 @pytest.fixture
 def db_path(tmp_path: Path) -> Path:
     return tmp_path / "bide.db"
