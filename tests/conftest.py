@@ -27,6 +27,18 @@ ROOT = Path(__file__).resolve().parents[1]
 structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.INFO))
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``slow`` (long sets, each behaviour of which a faster test in the default
+    run also shows) run only when asked for: ``-m slow``."""
+    if "slow" in (config.getoption("markexpr") or ""):
+        return
+    for item in items:
+        if "slow" in item.keywords:
+            where = os.path.dirname(os.path.relpath(item.path, ROOT))
+            reason = f"a long run: run it with `-m slow {where}`"
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
 @pytest.fixture
 def db_path(tmp_path: Path) -> Path:
     return tmp_path / "bide.db"
@@ -101,10 +113,20 @@ def pg_empty(pg_template: str) -> Iterator[str]:
         yield url
 
 
+@pytest.fixture(scope="session")
+def pg_copies(pg_template: str) -> Iterator[server.Copies]:
+    """Copies of the template, made ahead of the tests that take them (see ``server.Copies``)."""
+    copies = server.Copies(pg_template)
+    try:
+        yield copies
+    finally:
+        copies.close()
+
+
 @pytest.fixture
-def pg_url(pg_template: str) -> Iterator[str]:
+def pg_url(pg_copies: server.Copies) -> Iterator[str]:
     """A fresh PostgreSQL database at head for this test, dropped afterwards."""
-    with server.database(pg_template) as url:
+    with pg_copies.database() as url:
         yield url
 
 
@@ -117,6 +139,20 @@ async def journal(request: pytest.FixtureRequest, backend: str) -> AsyncIterator
     )
     async with Journal(url) as j:
         yield j
+
+
+@pytest.fixture(scope="session")
+def installed_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory where bide's wheel, built from this checkout, is installed (``pip install
+    --target``): put it alone on ``PYTHONPATH`` to run bide as a user who installed it. Built
+    once per session; the tests that use it only import from it."""
+    base = tmp_path_factory.mktemp("wheel")
+    wheels, target = base / "wheels", base / "site"
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    subprocess.run([*pip, "wheel", "--no-deps", "-w", str(wheels), str(ROOT)], check=True)
+    (wheel,) = wheels.glob("bide-*.whl")
+    subprocess.run([*pip, "install", "--no-deps", "--target", str(target), str(wheel)], check=True)
+    return target
 
 
 def child_env(**extra: str) -> dict[str, str]:

@@ -10,7 +10,7 @@ import pytest
 
 from examples.payments import PaymentsLedger
 from tests.cli.invoke import Cli, child
-from tests.conftest import ROOT, child_env
+from tests.conftest import child_env
 
 
 def test_python_m_runtime_demo_exits_0_with_exactly_one_charge_in_the_ledger(
@@ -49,14 +49,12 @@ def test_demo_refuses_a_journal_that_exists(cli: Cli, db_path: Path) -> None:
     assert cli("list", "--db", str(db_path), "--json").json()["runs"] == []
 
 
-def test_the_demo_runs_from_an_installed_wheel_in_an_empty_directory(tmp_path: Path) -> None:
+def test_the_demo_runs_from_an_installed_wheel_in_an_empty_directory(
+    tmp_path: Path, installed_wheel: Path
+) -> None:
     """`pip install bide` (no checkout, no examples/ beside it): the demo charges once."""
-    wheels, target, empty = tmp_path / "wheels", tmp_path / "site", tmp_path / "empty"
+    target, empty = installed_wheel, tmp_path / "empty"
     empty.mkdir()
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    subprocess.run([*pip, "wheel", "--no-deps", "-w", str(wheels), str(ROOT)], check=True)
-    (wheel,) = wheels.glob("bide-*.whl")
-    subprocess.run([*pip, "install", "--no-deps", "--target", str(target), str(wheel)], check=True)
     env = child_env()
     env["PYTHONPATH"] = str(target)  # the wheel's bide only: not this checkout
     env.pop("BIDE_DB", None)

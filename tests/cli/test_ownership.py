@@ -28,6 +28,31 @@ def spawn(*argv: str, **env: str) -> subprocess.Popen[str]:
     )
 
 
+READY = """
+import sys
+from runtime.cli import main
+print("imported", flush=True)
+sys.stdin.readline()
+raise SystemExit(main(sys.argv[1:], prog="python -m runtime"))
+"""
+
+
+def ready(*argv: str, **env: str) -> subprocess.Popen[str]:
+    """``python -m runtime ARGV`` in a process started and imported now, that runs ARGV once a
+    line reaches its stdin (``communicate("go\\n")``): what it checks is read at that moment,
+    not a process start later."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", READY, *argv],
+        env=child_env(**env),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None and process.stdout.readline() == "imported\n"
+    return process
+
+
 def wait_for(what: str, check: Callable[[], bool], timeout: float = 90) -> float:
     """Poll ``check`` until it holds; the seconds it took."""
     started = time.monotonic()
@@ -101,20 +126,23 @@ def test_a_driver_killed_on_another_host_is_waited_for_until_its_lease_expires(
     """A lease held from another host is live until its TTL: resolve is refused until then; then
     the run shows halted, the truth (not executed) is accepted, and resume charges once."""
     db, ledger = tmp_path / "bide.db", tmp_path / "ledger"
-    ttl = 12.0  # longer than a loaded machine takes to start the refused `resolve`
+    # The lease has at least two thirds of its TTL left at the kill (it is renewed every third):
+    # 4 s, for a `resolve` started and imported beforehand to read it.
+    ttl = 6.0
     run = spawn(
         "run", "--db", str(db), "--agent", "tests.cli.owned:slow", "--run-id", "r", "go",
         SLOW="60", LEDGER=str(ledger), BIDE_HOST="another-host", BIDE_LEASE_TTL=str(ttl),
     )  # fmt: skip
+    resolve = ready("resolve", "--db", str(db), "r", "c1", "--not-executed")
     try:
         wait_for("the charge in flight", lambda: bool(listed(db, "r").get("in_flight")))
     finally:
         run.send_signal(signal.SIGKILL)
         run.communicate()
-    killed = time.monotonic()
-    refused = child("resolve", "--db", str(db), "r", "c1", "--not-executed")
-    assert refused.code == 6, refused.err
-    assert "still running in process" in refused.err and "another-host" in refused.err
+        killed = time.monotonic()
+        _, refused = resolve.communicate("go\n", timeout=60)
+    assert resolve.returncode == 6, refused
+    assert "still running in process" in refused and "another-host" in refused
     waited = wait_for("halted", lambda: shown(db, "r").get("status") == "halted", timeout=30)
     print(f"halted {time.monotonic() - killed:.2f} s after the kill (lease TTL {ttl} s)")
     assert time.monotonic() - killed <= ttl + 5, waited

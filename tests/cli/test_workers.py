@@ -15,7 +15,8 @@ from runtime import Journal, Resolution
 from tests.cli import owned
 from tests.cli.test_ownership import spawn
 
-RUNS = 200
+RUNS = 100
+"""Enough that the killed worker holds several runs mid-call and the survivor finishes many."""
 TTL = 2.0
 POLL = 0.2
 

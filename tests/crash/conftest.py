@@ -1,4 +1,5 @@
-"""The crash suite's harness fixture, its report at the end of the session, and ``-m slow``."""
+"""The crash suite's harness fixture and its report at the end of the session (the long sets are
+marked ``slow``: ``tests/conftest.py`` runs them only with ``-m slow``)."""
 
 from __future__ import annotations
 
@@ -31,16 +32,6 @@ def crash_report(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     for path in paths:
         path.write_text(text + "\n")
     report.WRITTEN.extend(str(p) for p in paths)
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The slow set runs only when asked for (``-m slow``); the per-commit set always runs."""
-    if "slow" in (config.getoption("markexpr") or ""):
-        return
-    skip = pytest.mark.skip(reason="a long crash set: run it with `-m slow tests/crash`")
-    for item in items:
-        if "slow" in item.keywords:
-            item.add_marker(skip)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

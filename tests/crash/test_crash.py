@@ -69,7 +69,8 @@ async def test_every_crash_point_under_every_safety_keeps_side_effects_at_most_o
 
 @pytest.mark.slow
 async def test_slow_mcp_tools_keep_the_guarantee_when_their_agent_dies(harness: Harness) -> None:
-    outcomes = await run_group(harness, "crash points, MCP stdio tools", schedules.mcp_points())
+    items = [*schedules.mcp_points(), *schedules.outlived(slow=True)[1:]]
+    outcomes = await run_group(harness, "crash points, MCP stdio tools", items)
     assert sum(o.halts for o in outcomes) > 0
 
 
@@ -178,15 +179,12 @@ async def test_workers_with_a_declared_reconciler_settle_every_halt_with_no_pers
     harness: Harness,
 ) -> None:
     """The charge declares ``find_charge`` (the ledger by idempotency key) and a settle time.
-    A worker is killed after a charge's effect, and at a seeded moment about a charge's effect;
-    one is SIGSTOPped mid-charge past its lease (the other takes the run over), then SIGCONTed.
-    No one resolves anything: every run completes, each charge once, and the stopped worker,
-    fenced off, writes nothing more and starts no charge."""
-    items = [
-        *schedules.reconciled_points()[:1],
-        *schedules.effect_windows(schedules.WINDOW_COUNT),
-        *schedules.stalls(),
-    ]
+    A worker is killed at a seeded moment about a charge's effect (before it: absent); one is
+    SIGSTOPped mid-charge past its lease (the other takes the run over, and finds the charge
+    that lands once the stopped one is SIGCONTed). No one resolves anything: every run
+    completes, each charge once, and the stopped worker, fenced off, writes nothing more and
+    starts no charge. (Workers killed at each point about a charge run with ``-m slow``.)"""
+    items = [*schedules.effect_windows(schedules.WINDOW_COUNT), *schedules.stalls()]
     outcomes = await run_group(harness, "workers, reconciler, no person", items)
     assert max(o.max_fired for o in outcomes) == 1
     assert sum(o.misses for o in outcomes) == 0
@@ -215,7 +213,7 @@ def _postgres() -> None:
 @pytest.mark.slow
 async def test_slow_workers_with_a_declared_reconciler(harness: Harness) -> None:
     items = [
-        *schedules.reconciled_points(slow=True)[1:],
+        *schedules.reconciled_points(slow=True),
         *schedules.effect_windows(schedules.SLOW_WINDOW_COUNT, schedules.WINDOW_SEED + 10_000),
         *schedules.reconciled_pools(schedules.SLOW_RECONCILED_POOLS),
     ]

@@ -106,14 +106,12 @@ def test_several_processes_opening_one_new_file_at_once_all_succeed(tmp_path: Pa
     assert runs == 6
 
 
-def test_an_installed_wheel_creates_its_journal_in_an_empty_directory(tmp_path: Path) -> None:
+def test_an_installed_wheel_creates_its_journal_in_an_empty_directory(
+    tmp_path: Path, installed_wheel: Path
+) -> None:
     """`pip install bide` (not an editable checkout) can create and upgrade its own database."""
-    wheels, target, empty = tmp_path / "wheels", tmp_path / "site", tmp_path / "empty"
+    target, empty = installed_wheel, tmp_path / "empty"
     empty.mkdir()
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    subprocess.run([*pip, "wheel", "--no-deps", "-w", str(wheels), str(ROOT)], check=True)
-    (wheel,) = wheels.glob("bide-*.whl")
-    subprocess.run([*pip, "install", "--no-deps", "--target", str(target), str(wheel)], check=True)
     code = (
         "import asyncio, runtime\n"
         "from runtime.journal import SQLiteStore\n"

@@ -2,13 +2,15 @@
 
 ``BIDE_TEST_POSTGRES`` is the server's admin URL (default: the local server, trust auth, as user
 ``postgres`` on database ``test``). Each test gets a database of its own, copied from a template
-that bide migrated once per session, and dropped when the test ends.
+that bide migrated once per session, and dropped when the test ends (``Copies`` makes them
+ahead and drops them behind, off the tests' time).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import itertools
 import os
 from collections.abc import Coroutine, Iterator
@@ -61,6 +63,49 @@ def reachable() -> str | None:
 
 def fresh_name(tag: str) -> str:
     return f"bide_t{os.getpid()}_{tag}_{next(_names)}"
+
+
+class Copies:
+    """Copies of a template database, each made before a test asks for it and dropped after
+    it, by threads of their own while tests run: a CREATE DATABASE takes the server a few hundred
+    ms, and the test process needs none of it. A copy is the template as ``database(template)``
+    makes it; each is one test's alone."""
+
+    def __init__(self, template: str, *, ahead: int = 3):
+        self.template = template
+        # Two at a time: the server makes two copies in little more time than one.
+        self._thread = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="pg-copies")
+        self._made = [self._thread.submit(self._make) for _ in range(ahead)]
+        self._dropped: list[concurrent.futures.Future[None]] = []
+
+    def _make(self) -> str:
+        name = fresh_name("db")
+        admin(f"CREATE DATABASE {name} TEMPLATE {self.template}")
+        return name
+
+    @contextmanager
+    def database(self) -> Iterator[str]:
+        """A copy for the block (the next one is started); dropped in the background after."""
+        made = self._made.pop(0)
+        self._made.append(self._thread.submit(self._make))
+        name = made.result()
+        try:
+            yield url_of(name)
+        finally:
+            self._drop(name)
+
+    def _drop(self, name: str) -> None:
+        statement = f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+        self._dropped.append(self._thread.submit(admin, statement))
+
+    def close(self) -> None:
+        """Drop the copies no test took; raise if any drop failed (a database was left)."""
+        for made in self._made:
+            with contextlib.suppress(Exception):  # a copy that failed was a test's error
+                self._drop(made.result())
+        self._thread.shutdown(wait=True)
+        for dropped in self._dropped:
+            dropped.result()
 
 
 @contextmanager

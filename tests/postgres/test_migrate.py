@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-import time
 
 import pytest
 import sqlalchemy as sa
@@ -124,10 +123,11 @@ async def test_another_programs_database_is_refused_unless_shared_on_purpose(
 
 
 _OPEN = """
-import asyncio, sys, time
+import asyncio, sys
 from runtime.journal.postgres import PostgresStore
 async def main():
-    await asyncio.sleep(float(sys.argv[3]) - time.time())  # all at once, once imported
+    print("imported", flush=True)
+    sys.stdin.readline()  # all at once, once every child is imported
     async with await PostgresStore.open(sys.argv[1]) as store:
         await store.create_run(sys.argv[2])
 asyncio.run(main())
@@ -135,7 +135,6 @@ asyncio.run(main())
 
 
 async def test_concurrent_first_opens_from_several_processes_all_succeed(pg_empty: str) -> None:
-    start = str(time.time() + 3)
     children = [
         await asyncio.create_subprocess_exec(
             sys.executable,
@@ -143,13 +142,17 @@ async def test_concurrent_first_opens_from_several_processes_all_succeed(pg_empt
             _OPEN,
             pg_empty,
             f"r{i}",
-            start,
             env=child_env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
         for i in range(6)
     ]
-    errors = [(await c.communicate())[1].decode() for c in children]
+    for c in children:
+        assert c.stdout is not None
+        await asyncio.wait_for(c.stdout.readline(), 60)
+    errors = [(await c.communicate(b"go\n"))[1].decode() for c in children]
     assert [c.returncode for c in children] == [0] * 6, errors
     assert await sql(pg_empty, f"SELECT version_num FROM {VERSION_TABLE}") == [(HEAD_REVISION,)]
     runs = await sql(pg_empty, "SELECT run_id FROM bide_runs ORDER BY run_id")

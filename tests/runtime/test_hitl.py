@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import shutil
 import signal
 import subprocess
@@ -341,25 +342,32 @@ def test_the_tally_survives_sigkill_at_every_write(tmp_path: Path) -> None:
             check=False,
         )
 
+    def crash_then_resume(k: int, when: str) -> tuple[int, list[str], int]:
+        """Kill the approved drive at its K-th write, drive again: exit, statuses, charges."""
+        db, ledger = tmp_path / f"{k}{when}.db", tmp_path / f"{k}{when}.ledger"
+        shutil.copyfile(template, db)
+        crashed = drive(db, ledger, f"write.{when}_commit@{k}")
+        statuses = [drive(db, ledger, None).stdout.splitlines()[-1]]
+        fired = ledger.read_text().count("wired") if ledger.exists() else 0
+        return crashed.returncode, statuses, fired
+
     template = tmp_path / "template.db"
     first = drive(template, tmp_path / "unused.ledger", None)
     assert first.stdout.splitlines()[-1] == "waiting", first.stderr
     asyncio.run(prepare(template))
     # Writes of the approved drive: the (no-op) create, tally, marker, result, turn 2, end; the
-    # K-th write is where the kill lands, before or after its commit.
+    # K-th write is where the kill lands, before or after its commit. Each kill has its own
+    # copy of the journal and its own ledger: two run at a time.
+    kills = [(k, when) for k in range(2, 8) for when in ("before", "after")]
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        ends = list(pool.map(lambda kill: crash_then_resume(*kill), kills))
     killed_somewhere = False
-    for k in range(2, 8):
-        for when in ("before", "after"):
-            db, ledger = tmp_path / f"{k}{when}.db", tmp_path / f"{k}{when}.ledger"
-            shutil.copyfile(template, db)
-            crashed = drive(db, ledger, f"write.{when}_commit@{k}")
-            killed_somewhere |= crashed.returncode == -signal.SIGKILL
-            statuses = [drive(db, ledger, None).stdout.splitlines()[-1]]
-            fired = ledger.read_text().count("wired") if ledger.exists() else 0
-            assert fired <= 1, (k, when)
-            assert statuses[-1] in ("completed", "halted"), (k, when, statuses)
-            if statuses[-1] == "completed":
-                assert fired == 1, (k, when)
+    for (k, when), (code, statuses, fired) in zip(kills, ends, strict=True):
+        killed_somewhere |= code == -signal.SIGKILL
+        assert fired <= 1, (k, when)
+        assert statuses[-1] in ("completed", "halted"), (k, when, statuses)
+        if statuses[-1] == "completed":
+            assert fired == 1, (k, when)
     assert killed_somewhere
 
 

@@ -16,7 +16,7 @@ import pytest
 from mcp.shared.message import SessionMessage
 
 from adapters.mcp import DEFAULT_MAX_LINE_BYTES, connect, tools
-from adapters.mcp.stdio import HOST_GONE_GRACE, escape_for_terminal, stdio_transport
+from adapters.mcp.stdio import escape_for_terminal, stdio_transport
 from runtime import ProtocolError, ToolContext, ToolError, ToolOutcomeUnknown
 from tests.adapters.mcp.kit import STDIO_SERVER, hostile_params
 
@@ -106,8 +106,11 @@ def test_escape_for_terminal_escapes_controls_and_bidi_and_keeps_other_text() ->
 
 HOST = """
 import asyncio, sys
+import adapters.mcp.stdio
 from tests.adapters.mcp.kit import STDIO_SERVER, hostile_params
 from adapters.mcp import connect, tools
+
+adapters.mcp.stdio.HOST_GONE_GRACE = float(sys.argv[2])  # the test waits it out: keep it short
 
 async def main():
     async with connect(hostile_params(env={"BIDE_TEST_RUNS": sys.argv[1]})) as session:
@@ -128,10 +131,11 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.skipif(sys.platform == "win32", reason="the SDK's stdio transport runs there")
 def test_a_host_ended_by_sigterm_takes_its_stdio_servers_with_it(tmp_path: Path) -> None:
-    """The server naps, deaf to its stdin closing; it is ended within the grace after its host."""
-    runs = tmp_path / "runs"
+    """The server naps, deaf to its stdin closing; it is ended within the grace after its host
+    (one second here, not the shipped ten: the reaper is the same)."""
+    runs, grace = tmp_path / "runs", 1.0
     host = subprocess.Popen(
-        [sys.executable, "-c", HOST, str(runs)],
+        [sys.executable, "-c", HOST, str(runs), str(grace)],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
@@ -145,7 +149,7 @@ def test_a_host_ended_by_sigterm_takes_its_stdio_servers_with_it(tmp_path: Path)
         assert _alive(server_pid)
         host.send_signal(signal.SIGTERM)
         assert host.wait(timeout=10) == -signal.SIGTERM
-        deadline = time.monotonic() + HOST_GONE_GRACE + 15
+        deadline = time.monotonic() + grace + 15
         while _alive(server_pid):
             assert time.monotonic() < deadline, "the stdio server outlived its host"
             time.sleep(0.05)
