@@ -112,7 +112,11 @@ class History:
                 or calls < 0
                 or not isinstance(payload.get("turns"), str)
             ):
-                raise self._corrupt(record, "its turns do not follow the chunk before it")
+                raise self._corrupt(
+                    record,
+                    f"its fields (v {payload.get('v')!r}, turns {first} to {last}, {calls} calls)"
+                    f" do not follow the chunk before it (turns up to {expected - 1})",
+                )
             messages += last - first + 1 + calls
             self._turns.append(last)
             self._messages.append(messages)

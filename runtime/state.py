@@ -256,7 +256,7 @@ class RunState:
                 call.answers[str(payload["key"])] = record
             else:
                 call.reconciles.setdefault(int(payload["attempt"]), []).append(record)
-        elif kind == R.HISTORY:
+        elif kind == R.HISTORY:  # any chunk, read or not: the next one's key follows it
             last = payload.get("last") if isinstance(payload, Mapping) else None
             if isinstance(last, int) and last > self.chunked:
                 self.chunked = last

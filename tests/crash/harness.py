@@ -799,8 +799,14 @@ class _Attempt:
         # re-run a retry-safe call the first already recorded (it then loses the key and uses the
         # winner's record). So these two checks hold for one driver at a time only.
         alone = self.s.drivers == 1
+        # A worker SIGSTOPped mid-drive is a second driver once another took its run over: a
+        # request it had in flight when it was stopped lands after the stop (its lease is
+        # lost; ``_check_stall`` holds it to starting no effect).
+        stale, stopped = getattr(self, "stalled_pid", None), getattr(self, "stalled_at", None)
         turns = {r.payload["n"]: r.created_ms for r in state.records if r.kind == "turn"}
-        for n, ms in self.ledger.model_requests(run_id):
+        for n, pid, ms in self.ledger.model_request_rows(run_id):
+            if pid == stale and stopped is not None and ms > stopped:
+                continue
             if alone and n in turns and ms > turns[n]:
                 o.violate(f"{run_id}: turn {n} was requested again after it was recorded")
         executions = self.ledger.executions(run_id)

@@ -192,11 +192,15 @@ class Ledger:
 
     def model_requests(self, run_id: str) -> list[tuple[int, int]]:
         """(turn n, ms) of every model request of the run."""
+        return [(n, ms) for n, _pid, ms in self.model_request_rows(run_id)]
+
+    def model_request_rows(self, run_id: str) -> list[tuple[int, int, int]]:
+        """(turn n, pid, ms) of every model request of the run."""
         with self._db() as db:
             rows = db.execute(
-                "SELECT n, ms FROM model_requests WHERE run_id = ? ORDER BY id", (run_id,)
+                "SELECT n, pid, ms FROM model_requests WHERE run_id = ? ORDER BY id", (run_id,)
             ).fetchall()
-        return [(int(n), int(ms)) for n, ms in rows]
+        return [(int(n), int(pid), int(ms)) for n, pid, ms in rows]
 
     def snapshot(self) -> tuple[int, int, int, int]:
         """Row counts of every table: unchanged means nothing ran."""

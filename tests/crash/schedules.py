@@ -110,7 +110,10 @@ def native_sweep() -> list[Schedule]:
         for p in ("model.after_answer", "turn.before_record", "turn.after_record"):
             out += [point(g, f"{p}@{k}", s) for k in range(1, 4)]
         out += [point(g, "end.before_marker@1", s)]
-        out += [point(g, f"writer.after_commit@{k}", s) for k in range(1, 9)]
+        # A clean read_only run commits 7 times (the lease, the header, the start, turn 1 with
+        # c1's result, c2's result, turn 2 with c3's, the answer with the end): every hit
+        # fires under every Safety up to there.
+        out += [point(g, f"writer.after_commit@{k}", s) for k in range(1, 8)]
         for p in ("write.before_commit", "write.after_commit"):
             out += [point(g, f"{p}@{k}", s) for k in range(1, WRITES[s] + 1)]
     return out
@@ -307,7 +310,9 @@ def worker_points(*, slow: bool = False) -> list[Schedule]:
         ("turn.after_record", 2),
         ("result.after_record", 1),
         ("end.before_marker", 1),
-        ("writer.after_commit", 6),
+        # A worker's read_only run commits 5 times: its lease, turn 1 with c1's result, c2's
+        # result, turn 2 with c3's, the answer with the end and the release.
+        ("writer.after_commit", 5),
     ):
         crashes += [(f"{p}@{hit}", s, frozenset()) for s in SAFETIES]
     return [
