@@ -1,6 +1,7 @@
 """A turn is written ahead and commits with the record after it: a READ_ONLY call's result (the
 call ran meanwhile), a side effect's marker, the end; alone before an IDEMPOTENT call or a wait.
-What each ordering means after a crash is in docs/guarantee.md ("Fewer commits in series")."""
+What each ordering means after a crash is in docs/guarantee.md ("A turn commits with the record
+after it")."""
 
 from __future__ import annotations
 
