@@ -248,3 +248,51 @@ async def test_chunks_of_another_version_are_left_to_the_records(db_path: Path, 
         await journal.resolve("r", "c9", Resolution.succeeded("charged"), by="ops")
         result = await agent.resume("r", journal=journal)
     assert result.status is RunStatus.COMPLETED and result.output == "done"
+
+
+async def test_a_late_record_of_a_settled_call_changes_nothing_a_drive_resumes_from(
+    journal: Journal, every: Any
+) -> None:
+    """A decision recorded after the gate was decided names a call whose turn is in a chunk by
+    then: the resumed state, which keeps no call of the chunks, passes over it as the fold of
+    every record does (it is recorded, not counted)."""
+    every(1)
+
+    @tool(safety=Safety.READ_ONLY, approval=single_approval())
+    async def peek() -> str:
+        """Looks, once approved."""
+        return "seen"
+
+    @tool(safety=Safety.SIDE_EFFECT)
+    async def pay() -> str:
+        """Never says whether it paid."""
+        raise TimeoutError
+
+    script = [
+        {"tool_calls": [call("c1", "peek")]},
+        {"tool_calls": [call("c2", "lookup", customer="ann")]},
+        {"tool_calls": [call("c3", "pay")]},
+        {"text": "done"},
+    ]
+    agent = Agent(model=ScriptedModel(script), tools=[peek, pay, make_tools(Ledger())["lookup"]])
+    assert (await agent.run("r", "go", journal=journal)).status is RunStatus.WAITING
+    await journal.approve("r", "c1", by="alice")
+    assert (await agent.resume("r", journal=journal)).status is RunStatus.HALTED
+    late = await journal.approve("r", "c1", by="bob")
+    assert not late.counted
+    resumed = await agrees(journal, "r")
+    assert resumed.chunked == 2 and "c1" not in resumed.calls and resumed.knows_call("c1")
+    assert (await agent.resume("r", journal=journal)).status is RunStatus.HALTED
+
+
+async def test_a_chunk_that_does_not_follow_the_one_before_is_named_when_a_drive_resumes(
+    db_path: Path, every: Any
+) -> None:
+    agent = await halted_after_chunks(db_path, every)
+    tamper(db_path, "UPDATE bide_records SET payload = json_set(payload, '$.first', 2) "
+           "WHERE kind = 'history'")  # fmt: skip
+    async with Journal(db_path) as journal:
+        with pytest.raises(CorruptJournal, match="do not follow the chunk before it"):
+            await agent.resume("r", journal=journal)
+        (anomaly,) = (await journal.require("r")).anomalies()
+    assert "disagrees with the records: it holds turns 2 to 2" in anomaly
