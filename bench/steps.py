@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import structlog
 
 from bench import resume, workload
+from bench.agent import GCClock
 from bench.anchors import RawSampler, bracket, header, measure
 from bench.table import Row, met, render, span
 from bench.workload import child_env
@@ -113,22 +114,6 @@ async def conc_child(mode: str, runs: int, where: str) -> dict[str, Any]:
         "fired": fired,
         "commits": commits,
     }
-
-
-class GCClock:
-    """Wall time in the cyclic garbage collector and its full collections, by gc.callbacks."""
-
-    def __init__(self) -> None:
-        self.seconds = 0.0
-        self.full = 0
-        self._start = 0.0
-
-    def __call__(self, phase: str, info: dict[str, Any]) -> None:
-        if phase == "start":
-            self._start = time.perf_counter()
-        else:
-            self.seconds += time.perf_counter() - self._start
-            self.full += info["generation"] == 2
 
 
 def conc_rows(sizes: Sequence[int], repeats: int, tmp: str) -> list[Row]:
