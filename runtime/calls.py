@@ -214,6 +214,8 @@ class Calls:
             # before the effect, or a crash would let the model name it anew, with a new key.
             # A READ_ONLY call runs at once: its turn commits with its result.
             await self.drive.flush()
+            if self.drive.cancelled():  # the cancel refused the turn: no call of it may run
+                return CANCELLED
         attempt = 0
         while True:
             attempt += 1

@@ -217,3 +217,19 @@ async def test_a_cancel_refuses_a_turn_that_waits_at_its_gate(journal: Journal) 
     assert result.status is RunStatus.CANCELLED and result.turns == 0
     state = await journal.require("r")
     assert [r.kind for r in state.records] == ["header", "start", "cancel", "end"]
+
+
+async def test_a_cancel_that_refuses_the_turn_of_an_idempotent_call_keeps_it_from_running(
+    journal: Journal,
+) -> None:
+    """The turn commits alone before an IDEMPOTENT call runs; a cancel recorded while the model
+    answered refuses it, and the call never runs: its key names a call no turn recorded."""
+    ledger = Ledger()
+    model = CancelsAsItAnswers(one_call("upsert", customer="ann", note="n"), journal)
+    result = await Agent(model=model, tools=list(make_tools(ledger).values())).run(
+        "r", "go", journal=journal
+    )
+    assert result.status is RunStatus.CANCELLED and result.turns == 0
+    assert ledger.count("upsert") == 0
+    state = await journal.require("r")
+    assert [r.kind for r in state.records] == ["header", "start", "cancel", "end"]
