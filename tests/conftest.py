@@ -141,20 +141,6 @@ async def journal(request: pytest.FixtureRequest, backend: str) -> AsyncIterator
         yield j
 
 
-@pytest.fixture(scope="session")
-def installed_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A directory where bide's wheel, built from this checkout, is installed (``pip install
-    --target``): put it alone on ``PYTHONPATH`` to run bide as a user who installed it. Built
-    once per session; the tests that use it only import from it."""
-    base = tmp_path_factory.mktemp("wheel")
-    wheels, target = base / "wheels", base / "site"
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    subprocess.run([*pip, "wheel", "--no-deps", "-w", str(wheels), str(ROOT)], check=True)
-    (wheel,) = wheels.glob("bide-*.whl")
-    subprocess.run([*pip, "install", "--no-deps", "--target", str(target), str(wheel)], check=True)
-    return target
-
-
 def child_env(**extra: str) -> dict[str, str]:
     """The environment for a child Python process that imports this checkout's bide."""
     env = dict(os.environ)

@@ -13,7 +13,7 @@ import traceback
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, NoReturn
 
-from runtime import faults
+from runtime import __version__, faults
 from runtime.cli import (
     console,
     demo,
@@ -126,6 +126,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         parents=[common],
     )
+    parser.add_argument("--version", action="version", version=f"bide {__version__}")
     commands = parser.add_subparsers(
         dest="command", metavar="COMMAND", title="commands", required=True
     )

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from examples.payments import PaymentsLedger
 from tests.cli.invoke import Cli, child
-from tests.conftest import child_env
 
 
 def test_python_m_runtime_demo_exits_0_with_exactly_one_charge_in_the_ledger(
@@ -47,39 +44,6 @@ def test_demo_refuses_a_journal_that_exists(cli: Cli, db_path: Path) -> None:
     assert done.code == 2
     assert done.error_line == f"bide: error: demo: {db_path} exists; the demo starts afresh"
     assert cli("list", "--db", str(db_path), "--json").json()["runs"] == []
-
-
-def test_the_demo_runs_from_an_installed_wheel_in_an_empty_directory(
-    tmp_path: Path, installed_wheel: Path
-) -> None:
-    """`pip install bide` (no checkout, no examples/ beside it): the demo charges once."""
-    target, empty = installed_wheel, tmp_path / "empty"
-    empty.mkdir()
-    env = child_env()
-    env["PYTHONPATH"] = str(target)  # the wheel's bide only: not this checkout
-    env.pop("BIDE_DB", None)
-    where = subprocess.run(
-        [sys.executable, "-c", "import runtime._demo.payments as p; print(p.__file__)"],
-        cwd=empty,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert where.stdout.startswith(str(target)), where.stdout
-    done = subprocess.run(
-        [sys.executable, "-m", "runtime", "demo"],
-        cwd=empty,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "The ledger: 1 charge." in done.stdout
-    assert "call c3 settled by reconciler find_charge: it said found" in done.stdout
-    assert list(empty.iterdir()) == []
 
 
 def test_demo_help_documents_only_the_options_the_demo_honours(cli: Cli) -> None:

@@ -106,35 +106,6 @@ def test_several_processes_opening_one_new_file_at_once_all_succeed(tmp_path: Pa
     assert runs == 6
 
 
-def test_an_installed_wheel_creates_its_journal_in_an_empty_directory(
-    tmp_path: Path, installed_wheel: Path
-) -> None:
-    """`pip install bide` (not an editable checkout) can create and upgrade its own database."""
-    target, empty = installed_wheel, tmp_path / "empty"
-    empty.mkdir()
-    code = (
-        "import asyncio, runtime\n"
-        "from runtime.journal import SQLiteStore\n"
-        f"assert runtime.__file__.startswith({str(target)!r}), runtime.__file__\n"
-        "async def main():\n"
-        "    async with await SQLiteStore.open('bide.db') as s:\n"
-        "        assert await s.create_run('r')\n"
-        "asyncio.run(main())\n"
-    )
-    env = child_env()
-    env["PYTHONPATH"] = str(target)
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=empty,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert revision(empty / "bide.db") == HEAD_REVISION
-
-
 def test_alembic_ini_upgrades_a_journal_for_developers(tmp_path: Path) -> None:
     path = tmp_path / "dev.db"
     done = subprocess.run(
