@@ -14,25 +14,74 @@ import json
 import os
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.errors import LeaseLost, ProtocolError, RunBusy
 
 __all__ = [
     "DEFAULT_TTL",
+    "SEND_MARGIN",
     "Lease",
     "Owner",
+    "boot_id",
+    "boottime_ms",
     "busy",
     "is_alive",
     "lease_from_row",
     "lost",
+    "pid_namespace",
     "process_start",
+    "send_deadline",
     "this_host",
 ]
 
 DEFAULT_TTL = 15.0
 """Seconds a lease lasts unless renewed; its holder renews it every third of that."""
+
+SEND_MARGIN = 2.0
+"""Seconds before its lease could end by which a driver stops sending side effects (a quarter of
+the TTL when that is shorter): a stall between the last check and the send that is shorter than
+this still sends while the lease lives. See ``send_deadline``."""
+
+
+def send_deadline(requested_at: float, ttl: float) -> float:
+    """The ``time.monotonic()`` past which a driver holding a lease sends no side effect, for a
+    lease granted (or renewed) for ``ttl`` seconds by a request sent at ``requested_at``.
+
+    The journal measures the lease from when it granted it, which is after the request left, so
+    the lease lives at least until ``requested_at + ttl`` on a clock that runs at this one's
+    rate; the margin leaves room for the send itself."""
+    return requested_at + ttl - min(SEND_MARGIN, ttl / 4)
+
+
+def boottime_ms() -> int:
+    """Milliseconds since this machine booted, counting suspended time: a clock that steps of
+    the wall clock (NTP, an operator, a VM resumed) do not move. The journal's clock on SQLite,
+    where every process that shares the file shares this host."""
+    return time.clock_gettime_ns(time.CLOCK_BOOTTIME) // 1_000_000
+
+
+@functools.cache
+def boot_id() -> str | None:
+    """This boot's id (Linux): a lease or marker timed on another boot's clock belongs to a
+    process that is gone, and its times cannot be compared with this boot's."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
+@functools.cache
+def pid_namespace() -> str | None:
+    """This process's PID namespace (``pid:[4026531836]``): pids of one host name another
+    process in another namespace (a container), so only an owner of the same namespace can be
+    looked up by pid."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
 
 
 def this_host() -> str:
@@ -96,6 +145,10 @@ class Owner:
     started_ms: int
     worker: str | None = None
     """The worker's name, when a worker drives the run."""
+    boot: str | None = None
+    """The boot of the machine it ran on (``boot_id``); None if an older bide wrote it."""
+    pidns: str | None = None
+    """Its PID namespace (``pid_namespace``); None if an older bide wrote it."""
 
     @classmethod
     def here(cls, *, worker: str | None = None) -> Owner:
@@ -108,10 +161,12 @@ class Owner:
             pid_start=_own_start(pid),
             started_ms=int(time.time() * 1000),
             worker=worker,
+            boot=boot_id(),
+            pidns=pid_namespace(),
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "id": self.id,
             "host": self.host,
             "pid": self.pid,
@@ -119,6 +174,11 @@ class Owner:
             "started_ms": self.started_ms,
             "worker": self.worker,
         }
+        if self.boot is not None:
+            data["boot"] = self.boot
+        if self.pidns is not None:
+            data["pidns"] = self.pidns
+        return data
 
     @classmethod
     def from_json(cls, data: Any) -> Owner:
@@ -133,6 +193,8 @@ class Owner:
                 pid_start=data.get("pid_start"),
                 started_ms=data.get("started_ms") or 0,
                 worker=data.get("worker"),
+                boot=data.get("boot"),
+                pidns=data.get("pidns"),
             )
         except (TypeError, ValueError, KeyError, AttributeError) as exc:
             raise ProtocolError(f"a lease's owner is not readable: {data!r:.200}") from exc
@@ -143,6 +205,8 @@ class Owner:
             and isinstance(owner.started_ms, int)
             and (owner.pid_start is None or isinstance(owner.pid_start, int))
             and (owner.worker is None or isinstance(owner.worker, str))
+            and (owner.boot is None or isinstance(owner.boot, str))
+            and (owner.pidns is None or isinstance(owner.pidns, str))
         ):
             raise ProtocolError(f"a lease's owner is not readable: {data!r:.200}")
         return owner
@@ -153,10 +217,22 @@ class Owner:
             return f"worker {self.worker} (host {self.host}, pid {self.pid})"
         return f"process {self.pid} on host {self.host}"
 
-    def gone(self) -> bool:
-        """True when this owner is a process of this host that no longer exists (or whose pid
-        another process now has). An owner on another host is never known to be gone."""
+    def same_machine(self) -> bool:
+        """Whether this owner's pid names a process this one can look up: the same host name,
+        and, where the owner recorded them, the same boot and the same PID namespace. A
+        container that shares the host name but not the namespace, or a machine of the same
+        name, is another machine here: its owner is never known to be gone."""
         if self.host != this_host():
+            return False
+        if self.boot is not None and self.boot != boot_id():
+            return False
+        return self.pidns is None or self.pidns == pid_namespace()
+
+    def gone(self) -> bool:
+        """True when this owner is a process of this machine (``same_machine``) that no longer
+        exists (or whose pid another process now has). Any other owner is never known to be
+        gone: its lease is waited out."""
+        if not self.same_machine():
             return False
         if not _pid_exists(self.pid):
             return True
@@ -180,13 +256,21 @@ class Lease:
     released: bool
     live: bool
     """Held, by the store's clock when it was read: not released and not expired."""
+    wall_offset_ms: int = field(default=0, compare=False)
+    """This process's wall clock minus the store's clock when the lease was read: the store's
+    times plus this are wall-clock times, for people to read (never to decide with)."""
+
+    def wall_ms(self, ms: int) -> int:
+        """A time of this lease (on the store's clock) as a wall-clock time, to show."""
+        return ms + self.wall_offset_ms
 
     def to_json(self) -> dict[str, Any]:
+        """The lease as ``show --json`` gives it: its times as wall-clock epoch milliseconds."""
         return {
             "epoch": self.epoch,
             "owner": self.owner.to_json(),
-            "acquired_ms": self.acquired_ms,
-            "expires_ms": self.expires_ms,
+            "acquired_ms": self.wall_ms(self.acquired_ms),
+            "expires_ms": self.wall_ms(self.expires_ms),
             "released": self.released,
             "live": self.live,
         }
@@ -206,7 +290,8 @@ def busy(lease: Lease) -> RunBusy:
     """The refusal a second driver gets: who drives the run, since when, until when."""
     return RunBusy(
         f"run {lease.run_id} is being driven by {lease.owner.describe()} since "
-        f"{_clock(lease.acquired_ms)}; lease until {_clock(lease.expires_ms)}",
+        f"{_clock(lease.wall_ms(lease.acquired_ms))}; lease until "
+        f"{_clock(lease.wall_ms(lease.expires_ms))}",
         lease=lease,
         run_id=lease.run_id,
     )
@@ -220,8 +305,12 @@ def lease_from_row(
     expires_ms: int,
     released: bool,
     now_ms: int,
+    *,
+    live: bool | None = None,
+    wall_offset_ms: int = 0,
 ) -> Lease:
-    """A lease read from a store's row; ``live`` judged against the store's ``now_ms``.
+    """A lease read from a store's row; ``live`` judged against the store's ``now_ms`` unless
+    the store judged it (``live=``).
 
     ``owner`` is the row's JSON, or the ``Owner`` a caller knows it holds (it just acquired or
     renewed this lease): that one is kept rather than read again."""
@@ -232,7 +321,8 @@ def lease_from_row(
         acquired_ms=acquired_ms,
         expires_ms=expires_ms,
         released=bool(released),
-        live=not released and expires_ms > now_ms,
+        live=(not released and expires_ms > now_ms) if live is None else live,
+        wall_offset_ms=wall_offset_ms,
     )
 
 

@@ -14,7 +14,15 @@ from runtime.errors import ConfigError, FormatError, StorageError
 from runtime.journal.codec import encode
 from runtime.journal.names import FORMAT_VERSION
 from runtime.journal.protocol import RunPage, RunRow, check_release, written_ahead
-from runtime.journal.sqlite.leases import LeaseOp, LeaseRow, decide
+from runtime.journal.sqlite.leases import (
+    LeaseOp,
+    LeaseRow,
+    decide,
+    holds,
+    now_ms,
+    owner_text,
+    wall_offset_ms,
+)
 from runtime.messages import AssistantTurn, Message, ToolCall, Usage
 from runtime.ownership import Lease, Owner, busy, lease_from_row, lost
 from runtime.records import Appended, Entry, Record
@@ -257,20 +265,17 @@ class MemoryStore:
 
     def _lease_op(self, op: LeaseOp, owner: Owner | None = None) -> tuple[bool, Lease | None]:
         self.commits += 1
-        done, row, now = decide(op, self._leases, set(), _now_ms())
+        done, row, now = decide(op, self._leases, set(), now_ms())
         if row is None:
             return done, None
-        epoch, text, _host, acquired, expires, released = row
-        holder = owner if done and owner is not None else text
-        return done, lease_from_row(op.run_id, epoch, holder, acquired, expires, released, now)
+        return done, _lease(op.run_id, row, now, owner if done else None)
 
     async def acquire(
         self, run_id: str, owner: Owner, *, ttl: float, take_over: int | None = None
     ) -> Lease:
         if not ttl > 0:
             raise ConfigError(f"a lease's ttl is a positive number of seconds, not {ttl!r}")
-        owner_json = json.dumps(owner.to_json())
-        op = LeaseOp("acquire", run_id, take_over, owner_json, owner.host, round(ttl * 1000))
+        op = LeaseOp("acquire", run_id, take_over, owner_text(owner), owner.host, round(ttl * 1000))
         granted, lease = self._lease_op(op, owner)
         assert lease is not None
         if not granted:
@@ -290,30 +295,48 @@ class MemoryStore:
 
     async def lease(self, run_id: str) -> Lease | None:
         row = self._leases.get(run_id)
-        if row is None:
-            return None
-        epoch, owner, _host, acquired, expires, released = row
-        return lease_from_row(run_id, epoch, owner, acquired, expires, released, _now_ms())
+        return None if row is None else _lease(run_id, row, now_ms())
+
+    async def clock_ms(self) -> int:
+        """The journal's clock: the SQLite store's (``leases.now_ms``)."""
+        return now_ms()
 
     async def claimable(
         self, *, limit: int = 10, host: str | None = None
     ) -> list[tuple[str, Lease | None]]:
-        now = _now_ms()
+        now = now_ms()
         found = []
 
-        def order(row: RunRow) -> tuple[bool, int, str]:
+        def order(row: RunRow) -> tuple[int, int, str]:
+            # Orphans first, then runs nobody holds, then live leases (as the SQLite store).
             held = self._leases.get(row.run_id)
-            return (held is None or held[5], row.updated_ms, row.run_id)  # orphans first
+            rank = 1 if held is None or held[5] else 2 if holds(held, now) else 0
+            return (rank, row.updated_ms, row.run_id)
 
         for row in sorted(self._rows.values(), key=order):
             if row.status not in ("running", "submitted"):
                 continue
             held = self._leases.get(row.run_id)
-            if held is None or held[5] or held[4] <= now or (host is not None and held[2] == host):
+            if held is None or not holds(held, now) or (host is not None and held[2] == host):
                 found.append((row.run_id, await self.lease(row.run_id)))
             if len(found) == limit:
                 break
         return found
+
+
+def _lease(run_id: str, row: LeaseRow, now: int, owner: Owner | None = None) -> Lease:
+    epoch, text, _host, acquired, expires, released = row
+    return lease_from_row(
+        run_id,
+        epoch,
+        text if owner is None else owner,
+        acquired,
+        expires,
+        released,
+        now,
+        live=holds(row, now),
+        wall_offset_ms=wall_offset_ms(now),
+    )
 
 
 def _seq(record: Record) -> int:

@@ -221,8 +221,8 @@ def _now(tl: Timeline, origin: int) -> list[str]:
     lease = tl.lease
     if tl.driven and lease is not None:
         lines.append(
-            f"driven by {lease.owner.describe()} since {_clock(lease.acquired_ms)}; lease until "
-            f"{_clock(lease.expires_ms)} (epoch {lease.epoch})"
+            f"driven by {lease.owner.describe()} since {_clock(lease.wall_ms(lease.acquired_ms))}; "
+            f"lease until {_clock(lease.wall_ms(lease.expires_ms))} (epoch {lease.epoch})"
         )
     for stop in tl.in_flight:
         when = f" at {_offset(stop.attempted_at_ms - origin)}" if stop.attempted_at_ms else ""

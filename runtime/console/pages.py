@@ -150,11 +150,11 @@ def run_page(
     ended = any(e.kind == "end" for e in tl.events)
     if not ended and tl.status != "cancelled":
         stops.append(cancel_form(tl.run_id, csrf))
-    if tl.driven and tl.lease is not None:
+    if tl.driven and (lease := tl.lease) is not None:
         notes.append(
             Html(
                 "<p class=next id=driven>driven now by {who}; its lease lasts until {until}</p>"
-            ).format(who=tl.lease.owner.describe(), until=when(tl.lease.expires_ms))
+            ).format(who=lease.owner.describe(), until=when(lease.wall_ms(lease.expires_ms)))
         )
     idle = tl.status in ("orphaned", "submitted", "cancelled") and not tl.driven
     if not ended and (idle or (_decided(tl) and not tl.driven)):

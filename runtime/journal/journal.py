@@ -35,6 +35,10 @@ __all__ = ["Journal"]
 log = get_logger(__name__)
 
 
+def _clock(ms: int) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(ms / 1000))
+
+
 class Journal:
     """An open journal: ``async with Journal(url) as journal:``.
 
@@ -214,7 +218,7 @@ class Journal:
             raise RunBusy(
                 f"call {call_id} ({call.call.name}) of run {run_id} is still running in "
                 f"{driving.owner.describe()}, whose lease lives until "
-                f"{time.strftime('%H:%M:%S', time.localtime(driving.expires_ms / 1000))}: its "
+                f"{_clock(driving.wall_ms(driving.expires_ms))}: its "
                 "outcome is not known yet. Resolve it once that process has ended or its lease "
                 "has expired (--force records it now, and risks a second effect if you say "
                 "not executed and it is executing)",

@@ -147,6 +147,12 @@ class Store(Protocol):
         self, *, limit: int = 10, host: str | None = None
     ) -> list[tuple[str, Lease | None]]: ...
 
+    async def clock_ms(self) -> int:
+        """The journal's clock, in milliseconds: the one clock every decision on time that
+        ownership or settling depends on is judged by (PostgreSQL's; on SQLite this host's
+        boot-time clock), never a process's wall clock. Leases' times are on it."""
+        ...
+
     async def get(self, run_id: str, key: str) -> Record | None: ...
 
     async def check_run(self, run_id: str) -> bool:

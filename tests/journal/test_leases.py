@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import os
+import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -15,7 +18,7 @@ import pytest
 from runtime.errors import ConfigError, LeaseLost, RunBusy
 from runtime.journal import SQLiteStore, Store
 from runtime.journal.postgres import PostgresStore
-from runtime.ownership import Owner, is_alive, process_start, this_host
+from runtime.ownership import Owner, boot_id, is_alive, process_start, this_host
 from runtime.testing import MemoryStore
 
 TTL = 15.0
@@ -233,3 +236,81 @@ async def test_a_lease_granted_or_renewed_carries_its_holders_own_owner(store: S
     with pytest.raises(RunBusy) as refused:
         await store.acquire("r", owner("w-2"), ttl=TTL)
     assert refused.value.lease.owner == me and refused.value.lease.owner is not me
+
+
+async def test_claimable_lists_runs_nobody_holds_before_the_live_leases_of_this_host(
+    store: Store,
+) -> None:
+    """A second worker of this host, with two free slots, finds the queued runs: the runs its
+    neighbour drives (live leases of this host, listed so that a gone process's can be taken
+    over) come after them."""
+    for i in range(3):
+        await store.create_run(f"held-{i}")
+        await store.acquire(f"held-{i}", owner(), ttl=TTL)
+    for i in range(2):
+        await store.create_run(f"queued-{i}")
+    found = await store.claimable(limit=2, host=this_host())
+    assert [run_id for run_id, _ in found] == ["queued-0", "queued-1"]
+    everything = [run_id for run_id, _ in await store.claimable(limit=10, host=this_host())]
+    assert everything[:2] == ["queued-0", "queued-1"]
+    assert sorted(everything[2:]) == ["held-0", "held-1", "held-2"]
+
+
+async def test_a_lease_is_timed_on_the_journals_clock_not_the_wall_clock(store: Store) -> None:
+    """The expiry a store grants is on its own clock (``clock_ms``): PostgreSQL's, or this
+    boot's monotonic clock for SQLite, which a step of the wall clock does not move."""
+    before = await store.clock_ms()
+    lease = await store.acquire("r", owner(), ttl=TTL)
+    after = await store.clock_ms()
+    assert before <= lease.acquired_ms <= after
+    assert lease.expires_ms == lease.acquired_ms + TTL * 1000
+    # Shown to people, the times are wall-clock times.
+    assert abs(lease.wall_ms(lease.acquired_ms) - time.time() * 1000) < 5_000
+
+
+def test_an_owner_of_another_pid_namespace_or_boot_is_never_known_gone() -> None:
+    """A container that shares the host name (host networking) names pids of its own
+    namespace: a pid missing here says nothing of it, and its lease is waited out."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    dead = dataclasses.replace(Owner.here(), pid=child.pid, pid_start=None)
+    assert dead.gone()
+    assert not dataclasses.replace(dead, pidns="pid:[1]").gone()
+    assert not dataclasses.replace(dead, boot="another-boot").gone()
+    assert Owner.from_json(dead.to_json()) == dead  # both are recorded with the lease
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "memory"])
+async def test_on_sqlite_a_lease_of_another_boot_is_over_and_an_older_bides_is_on_the_wall_clock(
+    kind: str, db_path: Path
+) -> None:
+    """The boot-time clock starts again at each boot: a lease timed on another boot's clock
+    belongs to a process that is gone. A lease written by a bide that named no clock was timed
+    on the wall clock, and is judged on it."""
+    from runtime.journal.sqlite import leases
+
+    now = leases.now_ms()
+    far = now + 3_600_000
+    mine = json.dumps({**owner().to_json(), "clock": boot_id()})
+    other = json.dumps({**owner().to_json(), "clock": "another-boot"})
+    older = json.dumps(owner().to_json())
+    wall = time.time_ns() // 1_000_000
+    assert leases.holds((1, mine, "h", now, far, False), now)
+    assert not leases.holds((1, mine, "h", now, now, False), now)
+    assert not leases.holds((1, mine, "h", now, far, True), now)
+    assert not leases.holds((1, other, "h", now, far, False), now)
+    assert leases.holds((1, older, "h", wall, wall + 60_000, False), now)
+    assert not leases.holds((1, older, "h", wall - 60_000, wall - 1, False), now)
+    s: Store = await SQLiteStore.open(db_path) if kind == "sqlite" else MemoryStore()
+    try:
+        lease = await s.acquire("r", owner(), ttl=TTL)
+        assert lease.live
+        if isinstance(s, SQLiteStore):
+            with sqlite3.connect(db_path) as conn:
+                conn.execute("UPDATE bide_leases SET owner = ?", (other,))
+        else:
+            s._leases["r"] = (lease.epoch, other, *s._leases["r"][2:])
+        took = await s.acquire("r", owner("w-2"), ttl=TTL)
+        assert took.epoch == lease.epoch + 1
+    finally:
+        await s.close()

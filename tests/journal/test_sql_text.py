@@ -120,10 +120,24 @@ CORE: dict[str, tuple[Query, sa.Select[Any]]] = {
                 _l.c.released.is_(True),
                 _l.c.expires_ms <= sa.bindparam("now"),
                 _l.c.host == sa.bindparam("host"),
+                _l.c.owner.not_like(sa.bindparam("boot")),
             ),
         )
         .order_by(
-            sa.case((sa.and_(_l.c.run_id.is_not(None), _l.c.released.is_(False)), 0), else_=1),
+            sa.case(
+                (
+                    sa.and_(
+                        _l.c.released.is_(False),
+                        sa.or_(
+                            _l.c.expires_ms <= sa.bindparam("now2"),
+                            _l.c.owner.not_like(sa.bindparam("boot2")),
+                        ),
+                    ),
+                    0,
+                ),
+                (sa.or_(_l.c.run_id.is_(None), _l.c.released.is_(True)), 1),
+                else_=2,
+            ),
             _u.c.updated_ms,
             _u.c.run_id,
         )

@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal open
 __all__ = [
     "ACQUIRE",
     "CLAIMABLE",
+    "CLOCK",
     "READ",
     "RELEASE",
     "RENEW",
@@ -75,13 +76,19 @@ RELEASE = sa.text(
 
 READ = sa.text(f"SELECT {_COLUMNS} FROM {_L} AS l WHERE l.run_id = :run_id")
 
+CLOCK = sa.text(f"SELECT {NOW_MS}")
+"""The journal's clock: settle times are judged on it, as leases are."""
+
 CLAIMABLE = sa.text(
     f"SELECT u.run_id, {_COLUMNS} FROM {_U} AS u LEFT JOIN {_L} AS l ON l.run_id = u.run_id "
     "WHERE u.status IN ('running', 'submitted') AND (l.run_id IS NULL OR l.released "
     f"OR l.expires_ms <= {NOW_MS} OR l.host = CAST(:host AS text)) "
-    # Orphans first (a lease nobody released: its drive died), so a backlog of runs never
-    # driven does not delay a takeover; then least recently updated.
-    "ORDER BY (l.run_id IS NOT NULL AND NOT l.released) DESC, u.updated_ms, u.run_id "
+    # Orphans first (a lease nobody released whose time ran out: its drive died), so a backlog
+    # of runs never driven does not delay a takeover; then runs nobody holds; then the live
+    # leases of this host, of which only a gone process's may be taken: a worker that found
+    # those first would find nothing else to claim. Then least recently updated.
+    f"ORDER BY CASE WHEN NOT l.released AND l.expires_ms <= {NOW_MS} THEN 0 "
+    "WHEN l.run_id IS NULL OR l.released THEN 1 ELSE 2 END, u.updated_ms, u.run_id "
     "LIMIT :limit"
 )
 

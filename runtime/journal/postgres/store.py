@@ -272,10 +272,19 @@ class PostgresStore:
         row = await self._run(go)
         return None if row is None else L.lease_of(run_id, row)
 
+    async def clock_ms(self) -> int:
+        """The journal's clock: the server's, read now (``Store.clock_ms``)."""
+
+        async def go(conn: AsyncConnection) -> Any:
+            return (await conn.execute(L.CLOCK)).scalar_one()
+
+        return int(await self._run(go))
+
     async def claimable(
         self, *, limit: int = 10, host: str | None = None
     ) -> list[tuple[str, Lease | None]]:
-        """Runs a worker may drive, least recently updated first (``Store.claimable``)."""
+        """Runs a worker may drive (``Store.claimable``): orphans first, then runs nobody holds,
+        then the live leases of this host; least recently updated first within each."""
         if limit < 1:
             raise ConfigError("limit must be at least 1")
 

@@ -187,8 +187,13 @@ def chunk_rows(limit: int, width: int) -> int:
     return rows
 
 
-def apply(conn: sqlite3.Connection, ops: list[Op], now: int, limit: int) -> list[Any]:
+def apply(
+    conn: sqlite3.Connection, ops: list[Op], now: int, limit: int, clock: int | None = None
+) -> list[Any]:
     """Apply a batch inside the open transaction, as if its ops ran one by one in order.
+
+    ``now`` (wall-clock ms) times the records it writes, for people to read; ``clock`` (the
+    journal's clock, ``leases.now_ms``; default ``now``) is what the lease ops are decided on.
 
     One probe reads every key the batch inserts, guards on or watches, and the highest seq;
     each op's outcome is then decided here, in order, from what existed before the batch and
@@ -234,9 +239,11 @@ def apply(conn: sqlite3.Connection, ops: list[Op], now: int, limit: int) -> list
     index: dict[str, dict[str, Any]] = {}
     outcomes: list[Any] = []
     outcome = outcomes.append
+    if clock is None:
+        clock = now
     for op in ops:
         if type(op) is LeaseOp:
-            outcome(decide(op, leases, dirty, now))
+            outcome(decide(op, leases, dirty, clock))
             continue
         if op.epoch is not None:
             held = leases.get(op.run_id)
@@ -281,7 +288,7 @@ def apply(conn: sqlite3.Connection, ops: list[Op], now: int, limit: int) -> list
             if op.index:
                 fields.update(op.index)
             if op.release:  # fenced by its epoch above: the lease is this op's to release
-                decide(LeaseOp("release", run_id, op.epoch), leases, dirty, now)
+                decide(LeaseOp("release", run_id, op.epoch), leases, dirty, clock)
             # Flat and atomic, so the collector stops tracking it at its first look.
             outcome((won, op.watch is not None and (run_id, op.watch) in present, *record))
         elif type(op) is CreateOp:

@@ -4,19 +4,39 @@ A batch reads the leases of every run it touches under an epoch or a lease op on
 op in order against that state (earlier ops of the batch included), and writes the leases it
 changed at the end, all inside the writer's transaction: a fenced append and the takeover that
 fenced it can never both commit.
+
+Leases are timed on the journal's clock, ``now_ms``: every process that shares a SQLite file
+shares its host, so that is the host's boot-time clock, which steps of the wall clock do not
+move. A lease's owner JSON names the clock its times are on (``"clock"``: the boot's id); a
+lease of another boot is over (its process is gone, and its times are another clock's), and one
+that names no clock (an older bide's) is timed on the wall clock, as that bide timed it.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import sqlite3
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
 from runtime.journal import names
+from runtime.ownership import Owner, boot_id, boottime_ms
 
-__all__ = ["LeaseOp", "LeaseRow", "decide", "read_leases", "write_leases"]
+__all__ = [
+    "LeaseOp",
+    "LeaseRow",
+    "boot_pattern",
+    "decide",
+    "holds",
+    "now_ms",
+    "owner_text",
+    "read_leases",
+    "wall_offset_ms",
+    "write_leases",
+]
 
 _L = names.leases.name
 _COLUMNS = ("run_id", "epoch", "owner", "host", "acquired_ms", "expires_ms", "released")
@@ -42,6 +62,54 @@ class LeaseOp:
     owner: str = ""
     host: str = ""
     ttl_ms: int = 0
+
+
+def now_ms() -> int:
+    """The journal's clock: this boot's ``boottime_ms``, or the wall clock where the machine
+    tells no boot id (not Linux)."""
+    return boottime_ms() if boot_id() is not None else time.time_ns() // 1_000_000
+
+
+def wall_offset_ms(now: int) -> int:
+    """The wall clock minus the journal's clock ``now``: to show a lease's times to people."""
+    return time.time_ns() // 1_000_000 - now
+
+
+def owner_text(owner: Owner) -> str:
+    """The owner JSON of a lease granted now: the owner, and the clock the lease is timed on."""
+    data = owner.to_json()
+    boot = boot_id()
+    if boot is not None:
+        data["clock"] = boot
+    return json.dumps(data)
+
+
+@functools.lru_cache(maxsize=4096)
+def _clock_of(owner: str) -> str | None:
+    try:
+        clock = json.loads(owner).get("clock")
+    except (ValueError, AttributeError):
+        return None
+    return clock if isinstance(clock, str) else None
+
+
+def holds(row: LeaseRow, now: int) -> bool:
+    """Whether a lease row holds its run at ``now`` (the journal's clock): not released, timed
+    on this boot's clock and not yet expired; a row that names no clock, on the wall clock."""
+    _epoch, owner, _host, _acquired, expires, released = row
+    if released:
+        return False
+    clock = _clock_of(owner)
+    if clock is None:
+        return expires > time.time_ns() // 1_000_000
+    return clock == boot_id() and expires > now
+
+
+@functools.cache
+def boot_pattern() -> str:
+    """A LIKE pattern that the owner JSON of every lease granted on this boot matches."""
+    boot = boot_id()
+    return "%" if boot is None else f'%"clock": "{boot}"%'
 
 
 @functools.cache
@@ -77,8 +145,7 @@ def decide(
     if op.action == "acquire":
         if (
             current is None
-            or current[5]
-            or current[4] <= now
+            or not holds(current, now)
             or (op.epoch is not None and current[0] == op.epoch)
         ):
             epoch = 1 if current is None else current[0] + 1

@@ -88,21 +88,41 @@ LIST = {flags: _list(*flags) for flags in itertools.product((False, True), repea
 CLAIMABLE = Query(
     f"SELECT bide_runs.run_id, {_LEASED} \nFROM {_RUNS} \n"
     "WHERE (bide_runs.status = ? OR bide_runs.status = ?) AND (bide_leases.run_id IS NULL OR "
-    "bide_leases.released IS 1 OR bide_leases.expires_ms <= ? OR bide_leases.host = ?) "
-    # Orphans first (a lease nobody released: its drive died), so a backlog of runs never
-    # driven does not delay a takeover; then least recently updated.
-    "ORDER BY CASE WHEN (bide_leases.run_id IS NOT NULL AND bide_leases.released IS 0) "
-    "THEN ? ELSE ? END, bide_runs.updated_ms, bide_runs.run_id\n LIMIT ? OFFSET ?",
-    ("status_1", "status_2", "now", "host", "param_1", "param_2", "limit", "param_3"),
+    "bide_leases.released IS 1 OR bide_leases.expires_ms <= ? OR bide_leases.host = ? OR "
+    "bide_leases.owner NOT LIKE ?) "
+    # Orphans first (a lease nobody released whose time ran out, or of another boot: its drive
+    # died), then runs nobody holds (submitted, or released ready), then the live leases of this
+    # host, which only a gone process's may be taken: a worker that finds those first would
+    # find nothing else to claim. Then least recently updated.
+    "ORDER BY CASE WHEN (bide_leases.released IS 0 AND (bide_leases.expires_ms <= ? OR "
+    "bide_leases.owner NOT LIKE ?)) THEN ? WHEN (bide_leases.run_id IS NULL OR "
+    "bide_leases.released IS 1) THEN ? ELSE ? END, bide_runs.updated_ms, bide_runs.run_id\n"
+    " LIMIT ? OFFSET ?",
+    (
+        "status_1",
+        "status_2",
+        "now",
+        "host",
+        "boot",
+        "now2",
+        "boot2",
+        "param_1",
+        "param_2",
+        "param_3",
+        "limit",
+        "param_4",
+    ),
     MappingProxyType(
         {
             "status_1": "running",
             "status_2": "submitted",
             "param_1": 0,
             "param_2": 1,
-            "param_3": 0,
+            "param_3": 2,
+            "param_4": 0,
         }
     ),
 )
-"""Runs a worker may claim: running or submitted, unleased, released, expired, or held by a
-drive on this host (whose liveness the caller checks)."""
+"""Runs a worker may claim: running or submitted, unleased, released, expired, timed on another
+boot's clock (``boot`` is the LIKE pattern of this boot's owners), or held by a drive on this
+host (whose liveness the caller checks)."""

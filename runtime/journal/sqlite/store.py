@@ -11,7 +11,6 @@ import asyncio
 import json
 import os
 import sqlite3
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Self
 
@@ -30,6 +29,13 @@ from runtime.journal.protocol import (
     ttl_ms,
 )
 from runtime.journal.sqlite.batch import AppendOp, CreateOp, IndexOp, LeaseOp
+from runtime.journal.sqlite.leases import (
+    boot_pattern,
+    holds,
+    now_ms,
+    owner_text,
+    wall_offset_ms,
+)
 from runtime.journal.sqlite.queries import CLAIMABLE, GET, LEASE, LIST, LOAD, LOAD_PREFIX, ROW
 from runtime.journal.sqlite.setup import BUSY_TIMEOUT_MS, Readers, check_format
 from runtime.journal.sqlite.writer import Writer
@@ -177,9 +183,7 @@ class SQLiteStore:
     ) -> Lease:
         """The run's lease for ``owner``, or ``RunBusy`` naming the live holder."""
         check_run_id(run_id)
-        op = LeaseOp(
-            "acquire", run_id, take_over, json.dumps(owner.to_json()), owner.host, ttl_ms(ttl)
-        )
+        op = LeaseOp("acquire", run_id, take_over, owner_text(owner), owner.host, ttl_ms(ttl))
         granted, row, now = await self._writer.submit(op)
         if not granted:
             raise busy(_held(run_id, row, now))
@@ -275,14 +279,20 @@ class SQLiteStore:
     async def lease(self, run_id: str) -> Lease | None:
         """The run's lease as it stands, if a drive ever took one."""
         row = await self._readers.run(_fetchone, LEASE.sql, LEASE.params(run_id=run_id))
-        return None if row is None else _read(run_id, row, _now_ms())
+        return None if row is None else _read(run_id, row, now_ms())
+
+    async def clock_ms(self) -> int:
+        """The journal's clock (``leases.now_ms``): what leases and settle times are judged on."""
+        return now_ms()
 
     async def claimable(
         self, *, limit: int = 10, host: str | None = None
     ) -> list[tuple[str, Lease | None]]:
-        """Runs a worker may claim (see ``Store``), least recently updated first."""
-        now = _now_ms()
-        params = CLAIMABLE.params(now=now, host=host, limit=limit)
+        """Runs a worker may claim (see ``Store``): orphans first, then runs nobody holds, then
+        the live leases of this host; least recently updated first within each."""
+        now = now_ms()
+        boot = boot_pattern()
+        params = CLAIMABLE.params(now=now, now2=now, host=host, boot=boot, boot2=boot, limit=limit)
         rows = await self._readers.run(_fetchall, CLAIMABLE.sql, params)
         return [(row[0], None if row[1] is None else _read(row[0], row[1:], now)) for row in rows]
 
@@ -292,23 +302,28 @@ def _held(run_id: str, row: Any, now: int, owner: Owner | None = None) -> Lease:
     ``owner`` when the caller holds it (the row's owner is then that one)."""
     epoch, text, _host, acquired_ms, expires_ms, released = row
     holder = text if owner is None else owner
-    return lease_from_row(run_id, epoch, holder, acquired_ms, expires_ms, released, now)
+    return lease_from_row(
+        run_id,
+        epoch,
+        holder,
+        acquired_ms,
+        expires_ms,
+        released,
+        now,
+        live=holds(row, now),
+        wall_offset_ms=wall_offset_ms(now),
+    )
 
 
 def _read(run_id: str, row: Any, now: int) -> Lease:
     """A lease from a read: epoch, owner, acquired, expires, released."""
     epoch, owner, acquired_ms, expires_ms, released = row
-    return lease_from_row(run_id, epoch, owner, acquired_ms, expires_ms, released, now)
-
-
-def _now_ms() -> int:
-    """The writer's clock, which leases are measured on (it runs in this process)."""
-    return time.time_ns() // 1_000_000
+    return _held(run_id, (epoch, owner, None, acquired_ms, expires_ms, released), now)
 
 
 def _run_row(row: Any) -> RunRow:
     run_id, fmt, status, agent, turns, created_ms, updated_ms, detail, *held = row
-    lease = None if held[0] is None else _read(run_id, held, _now_ms())
+    lease = None if held[0] is None else _read(run_id, held, now_ms())
     return RunRow(
         run_id,
         fmt,

@@ -16,6 +16,7 @@ from typing import Any
 from runtime import faults
 from runtime.errors import StorageError
 from runtime.journal.sqlite.batch import AppendOp, CreateOp, Failed, Op, apply
+from runtime.journal.sqlite.leases import now_ms
 from runtime.journal.sqlite.setup import BUSY_TIMEOUT_MS, configure, file_identity, storage_error
 from runtime.logs import get_logger
 
@@ -182,7 +183,7 @@ class Writer:
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                outcomes = apply(conn, ops, time.time_ns() // 1_000_000, self._limit)
+                outcomes = apply(conn, ops, time.time_ns() // 1_000_000, self._limit, now_ms())
                 faults.crashpoint("write.before_commit", records)
                 conn.execute("COMMIT")
             except BaseException:
