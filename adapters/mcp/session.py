@@ -296,10 +296,16 @@ class Session:
             return state.result  # completed, or failed with the server's own isError result
         said = f": {_server_text(state.message)}" if state.message else ""
         if state.status == "cancelled":
-            raise ToolError(
-                f"{name}: the server cancelled its task{said} (what it did before is not known)",
+            # A cancelled task proves nothing about what it did before it stopped: an unknown
+            # outcome, so a side effect halts and a retry-safe call is retried, never a
+            # definite failure after which the model may call again.
+            raise ToolOutcomeUnknown(
+                f"{name}: the server cancelled task {safe_repr(state.task_id)}{said}; what it "
+                "did before it stopped is not known: it may have acted",
                 **ids,
             )
+        # "failed" is the server's own report of an error in executing the call, as a JSON-RPC
+        # error reply would be: a definite failure (docs/guarantee.md, outcome of one call).
         raise ToolError(f"{name} failed: its task failed{said}", **ids)
 
     async def _get_task(self, name: str, task_id: str, ids: dict[str, str]) -> T.TaskState:
