@@ -1,6 +1,6 @@
 """tools() is bounded as a whole: list_timeout covers the wire, reading and checking every tool
-(the checks run off the event loop), and the number of tools and each schema's size are
-capped."""
+(the checks run off the event loop), the number of tools and each schema's size are capped, and
+a run's start record holds a digest of the tools, not the list."""
 
 from __future__ import annotations
 
@@ -8,13 +8,15 @@ import asyncio
 import inspect
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import mcp.types as types
 import pytest
 
 from adapters.mcp import DEFAULT_MAX_SCHEMA_BYTES, DEFAULT_MAX_TOOLS, connect, tools
-from runtime import ConfigError, ProtocolError
+from runtime import Agent, ConfigError, Journal, ProtocolError, RunStatus
+from runtime.testing import ScriptedModel
 from tests.adapters.mcp.kit import OBJECT, Scripted
 
 WIDE: dict[str, Any] = {
@@ -121,3 +123,18 @@ async def test_a_limit_that_is_not_an_integer_is_a_config_error(option: str, val
     async with connect(listing(1).server) as session:
         with pytest.raises(ConfigError, match=option):
             await tools(session, **{option: value})
+
+
+async def test_a_runs_start_record_holds_a_digest_of_its_tools_not_the_list(
+    db_path: Path,
+) -> None:
+    async with connect(listing(300).server) as session:
+        agent = Agent(model=ScriptedModel([{"text": "done"}]), tools=await tools(session))
+        async with Journal(db_path) as journal:
+            result = await agent.run("r", "go", journal=journal)
+            state = await journal.require("r")
+    assert result.status is RunStatus.COMPLETED
+    assert state.start is not None
+    listed = state.start["tools"]
+    assert listed["count"] == 300 and len(listed["sha256"]) == 64
+    assert len(json.dumps(state.start)) < 1000  # the same for 300 tools as for 3
