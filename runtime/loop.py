@@ -8,6 +8,8 @@ handle ``runtime.drive.Drive`` that ``RunDrive`` implements.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import time
 from collections.abc import Awaitable, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -40,6 +42,7 @@ from runtime.result import Halt, RunResult, RunStatus, Waiting
 from runtime.state import CallState, RunState
 from runtime.tools import (
     KEY_SCHEME,
+    ToolSpec,
 )
 from runtime.turns import Conversation, check_turn, plan_of
 
@@ -256,7 +259,7 @@ class RunDrive:
                     "agent": self.agent.name,
                     "spec": spec,
                     "settings": {"max_turns": self.agent.max_turns},
-                    "tools": {s.name: s.safety.value for s in self.agent.specs},
+                    "tools": _tools_digest(self.agent.specs),
                     "key_scheme": KEY_SCHEME,
                     **tracing.journaled_context(),
                 },
@@ -614,3 +617,12 @@ class RunDrive:
             turns=len(self.state.turns),
             **fields,
         )
+
+
+def _tools_digest(specs: Sequence[ToolSpec]) -> dict[str, Any]:
+    """The agent's tools as a run's start record keeps them: how many, and a digest of each
+    name with its Safety, so the record stays small however many tools a server lists (each
+    call journals the Safety it ran under itself)."""
+    listing = sorted([spec.name, spec.safety.value] for spec in specs)
+    encoded = json.dumps(listing, separators=(",", ":")).encode()
+    return {"count": len(listing), "sha256": hashlib.sha256(encoded).hexdigest()}

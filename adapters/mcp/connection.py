@@ -240,7 +240,7 @@ class _WatchedTransport:
         read, write = await self._transport.__aenter__()
         on_error = self._session._server_error if self._errors_are_the_servers else None
         return (
-            _WatchedReadStream(read, self._session._mark_closed, on_error),
+            _WatchedReadStream(read, self._session._mark_closed, on_error, self._session._received),
             _WatchedWriteStream(write, self._session._sending),
         )
 
@@ -263,10 +263,12 @@ class _WatchedReadStream:
         stream: Any,
         on_end: Callable[[], None],
         on_error: Callable[[Any, int, str], None] | None,
+        on_item: Callable[[Any], Any],
     ) -> None:
         self._stream = stream
         self._on_end = on_end
         self._on_error = on_error
+        self._on_item = on_item
 
     @property
     def last_context(self) -> Any:
@@ -277,7 +279,7 @@ class _WatchedReadStream:
             message = item.message
             if isinstance(message, types.JSONRPCError):
                 self._on_error(message.id, message.error.code, message.error.message)
-        return item
+        return self._on_item(item)
 
     async def receive(self) -> Any:
         try:

@@ -1,16 +1,21 @@
 """``tools``: list a server's tools in full, refuse a malformed list, and wrap each as a bide Tool.
 
 The list is untrusted input: one bad entry refuses the whole list, so that nothing a model sees
-comes from a server that broke the protocol.
+comes from a server that broke the protocol. Listing is bounded as a whole (the wire, the number
+of tools, each schema's size, and the checks, which run in a worker thread so that a large list
+never blocks the event loop).
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import json
 import math
+import threading
 from collections.abc import Mapping
-from typing import Final
+from dataclasses import dataclass
+from typing import Any, Final
 
 import mcp_types as types
 from jsonschema import exceptions as jsonschema_exceptions
@@ -30,6 +35,8 @@ __all__ = [
     "DEFAULT_CALL_TIMEOUT",
     "DEFAULT_LIST_TIMEOUT",
     "DEFAULT_MAX_DESCRIPTION_BYTES",
+    "DEFAULT_MAX_SCHEMA_BYTES",
+    "DEFAULT_MAX_TOOLS",
     "MAX_LIST_PAGES",
     "tools",
 ]
@@ -43,7 +50,8 @@ run for ever. A tool call without a timeout needs ``call_timeout=None``, said ex
 """
 
 DEFAULT_LIST_TIMEOUT: Final = 30.0
-"""Seconds ``tools`` waits for the whole tool list, every page, unless told otherwise."""
+"""Seconds ``tools`` may take for the whole tool list unless told otherwise: every page on the
+wire, reading it and checking every tool."""
 
 DEFAULT_MAX_DESCRIPTION_BYTES: Final = 8 << 10
 """The longest tool description, in UTF-8 bytes, ``tools`` accepts unless told otherwise: 8 KiB.
@@ -51,6 +59,22 @@ DEFAULT_MAX_DESCRIPTION_BYTES: Final = 8 << 10
 A description goes to the model with every request, for every tool, so its size is paid on
 every turn, and a long one is room for instructions aimed at the model. 8 KiB (about 2,000
 tokens) leaves room for a detailed one.
+"""
+
+DEFAULT_MAX_TOOLS: Final = 1000
+"""The most tools ``tools`` accepts from one server unless told otherwise: 1,000.
+
+Every tool's name, description and schema go to the model with every request; model APIs take a
+few hundred tools at most (OpenAI's takes 128), so a server listing more is either broken or
+hostile, and checking each costs time.
+"""
+
+DEFAULT_MAX_SCHEMA_BYTES: Final = 64 << 10
+"""The largest input or output schema of one tool, in bytes of compact JSON, ``tools`` accepts
+unless told otherwise: 64 KiB.
+
+A schema goes to the model with every request, like the description; 64 KiB (about 16,000
+tokens) is many times a detailed schema, while checking a schema of megabytes takes seconds.
 """
 
 MAX_LIST_PAGES: Final = 1000
@@ -67,6 +91,8 @@ async def tools(
     list_timeout: float | None = DEFAULT_LIST_TIMEOUT,
     max_description_bytes: int = DEFAULT_MAX_DESCRIPTION_BYTES,
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+    max_tools: int = DEFAULT_MAX_TOOLS,
+    max_schema_bytes: int = DEFAULT_MAX_SCHEMA_BYTES,
     durable_elicitation: bool = False,
     reconcile: Mapping[str, str | Reconciler] | None = None,
 ) -> list[Tool]:
@@ -82,9 +108,12 @@ async def tools(
     ``ToolSpec.approval``). A name in ``safety`` or ``approval`` that the server does not list is
     a ``ConfigError``, so a typo never leaves the real tool ungated. ``call_timeout`` seconds
     bound each call (``DEFAULT_CALL_TIMEOUT``; ``None``, or zero or less: none, when the host
-    says so). ``list_timeout`` bounds listing every page (``DEFAULT_LIST_TIMEOUT``; ``None``:
-    none). ``max_description_bytes`` and ``max_result_bytes`` bound what a server may send
-    (zero or less: no limit).
+    says so). ``list_timeout`` bounds the whole listing: every page, reading it and checking
+    every tool (``DEFAULT_LIST_TIMEOUT``; ``None``: none); the checks run in a worker thread, so
+    the event loop stays free meanwhile. ``max_tools`` (``DEFAULT_MAX_TOOLS``),
+    ``max_schema_bytes`` (``DEFAULT_MAX_SCHEMA_BYTES``, each input or output schema),
+    ``max_description_bytes`` and ``max_result_bytes`` bound what a server may send (zero or
+    less: no limit).
 
     With ``durable_elicitation``, a form elicitation during a READ_ONLY or IDEMPOTENT call made by
     an agent run is journaled: a recorded answer is given from the journal, and with none the
@@ -105,25 +134,38 @@ async def tools(
     listing_bound = _timeout(list_timeout, "list_timeout")
     description_limit = _byte_limit(max_description_bytes, "max_description_bytes")
     result_limit = _byte_limit(max_result_bytes, "max_result_bytes")
+    limits = _Limits(
+        call_timeout=timeout,
+        tools=_count_limit(max_tools, "max_tools"),
+        schema_bytes=_byte_limit(max_schema_bytes, "max_schema_bytes"),
+        description_bytes=description_limit,
+    )
     if not isinstance(trust_annotations, bool):
         raise ConfigError("trust_annotations must be True or False")
     if not isinstance(durable_elicitation, bool):
         raise ConfigError("durable_elicitation must be True or False")
-
-    try:
-        async with asyncio.timeout(listing_bound):
-            listed = await _list_all(held)
-    except TimeoutError:
-        raise ProtocolError(
-            f"MCP server did not list its tools within {listing_bound:g} s"
-        ) from None
-    seen: set[str] = set()
-    for tool in listed:
-        _check_tool(tool, seen, description_limit)
-        seen.add(tool.name)
-    pairs = dict(reconcile or {})
     if not isinstance(reconcile, Mapping | None):
         raise ConfigError("reconcile maps a tool's name to a lookup tool's name or a function")
+    pairs = dict(reconcile or {})
+
+    server = held._name
+    stop = threading.Event()
+    try:
+        async with asyncio.timeout(listing_bound):
+            listed = await _list_all(held, server, limits.tools)
+            # The checks cost milliseconds a tool (and seconds for a schema of megabytes): in a
+            # worker, under the same bound, told to stop when the bound passes.
+            prepared = await asyncio.to_thread(
+                _prepare, listed, server, limits, stop, safety_of, approval_of, trust_annotations
+            )
+    except TimeoutError:
+        raise ProtocolError(
+            f"MCP server {server!r} did not list its tools within {listing_bound:g} s "
+            "(list_timeout bounds the wire, reading and checking every tool)"
+        ) from None
+    finally:
+        stop.set()
+    seen = {spec.name for spec, _ in prepared}
     for option, names in (("safety", safety_of), ("approval", approval_of), ("reconcile", pairs)):
         for name in names:
             if name not in seen:
@@ -133,22 +175,10 @@ async def tools(
                 )
 
     wrapped: list[Tool] = []
-    for tool in listed:
-        annotations = tool.annotations
-        spec = ToolSpec(
-            name=tool.name,
-            title=tool.title or (annotations.title if annotations else None),
-            description=tool.description or "",
-            input_schema=copy.deepcopy(tool.input_schema),
-            output_schema=copy.deepcopy(tool.output_schema),
-            safety=safety_of.get(tool.name, _annotated_safety(tool, trust_annotations)),
-            approval=approval_of.get(tool.name),
-            timeout=timeout,
-        )
-        validator = validator_for(spec.input_schema)(spec.input_schema, registry=Registry())
-        if tool.name in pairs and spec.safety is not Safety.SIDE_EFFECT:
+    for spec, validator in prepared:
+        if spec.name in pairs and spec.safety is not Safety.SIDE_EFFECT:
             raise ConfigError(
-                f"reconcile names {tool.name}, which is {spec.safety.value}: only a SIDE_EFFECT "
+                f"reconcile names {spec.name}, which is {spec.safety.value}: only a SIDE_EFFECT "
                 "halts, so only one takes a reconciler"
             )
         wrapped.append(
@@ -188,55 +218,136 @@ def _paired(wrapped: list[Tool], pairs: Mapping[str, str | Reconciler]) -> list[
     return wrapped
 
 
-async def _list_all(session: Session) -> list[types.Tool]:
+async def _list_all(session: Session, server: str, limit: int) -> list[types.Tool]:
     listed: list[types.Tool] = []
     cursors: set[str] = set()
     cursor: str | None = None
     for _ in range(MAX_LIST_PAGES):
         page = await session._list_tools_page(cursor)
         listed.extend(page.tools)
+        if 0 < limit < len(listed):
+            raise ProtocolError(
+                f"MCP server {server!r} lists more than {limit} tools (max_tools); "
+                "the whole list is refused"
+            )
         cursor = page.next_cursor
         if cursor is None:
             return listed
         if cursor in cursors:
             raise ProtocolError(
-                f"MCP server repeated the tools/list cursor {safe_repr(cursor)}; "
+                f"MCP server {server!r} repeated the tools/list cursor {safe_repr(cursor)}; "
                 "following it would never end"
             )
         cursors.add(cursor)
-    raise ProtocolError(f"MCP server's tools/list went past {MAX_LIST_PAGES} pages")
+    raise ProtocolError(f"MCP server {server!r}'s tools/list went past {MAX_LIST_PAGES} pages")
 
 
-def _check_tool(tool: types.Tool, seen: set[str], description_limit: int) -> None:
+@dataclass(frozen=True, slots=True)
+class _Limits:
+    call_timeout: float | None
+    tools: int
+    schema_bytes: int
+    description_bytes: int
+
+
+class _Stopped(Exception):
+    """The listing's bound passed while its worker was checking: the result is not wanted."""
+
+
+def _prepare(
+    listed: list[types.Tool],
+    server: str,
+    limits: _Limits,
+    stop: threading.Event,
+    safety_of: Mapping[str, Safety],
+    approval_of: Mapping[str, ApprovalPolicy],
+    trusted: bool,
+) -> list[tuple[ToolSpec, Any]]:
+    """Check every listed tool and build its spec and argument validator (in a worker thread)."""
+    seen: set[str] = set()
+    prepared: list[tuple[ToolSpec, Any]] = []
+    for tool in listed:
+        if stop.is_set():
+            raise _Stopped
+        _check_tool(tool, seen, server, limits)
+        seen.add(tool.name)
+        annotations = tool.annotations
+        spec = ToolSpec(
+            name=tool.name,
+            title=tool.title or (annotations.title if annotations else None),
+            description=tool.description or "",
+            input_schema=copy.deepcopy(tool.input_schema),
+            output_schema=copy.deepcopy(tool.output_schema),
+            safety=safety_of.get(tool.name, _annotated_safety(tool, trusted)),
+            approval=approval_of.get(tool.name),
+            timeout=limits.call_timeout,
+        )
+        validator = validator_for(spec.input_schema)(spec.input_schema, registry=Registry())
+        prepared.append((spec, validator))
+    return prepared
+
+
+def _check_tool(tool: types.Tool, seen: set[str], server: str, limits: _Limits) -> None:
     try:
         validate_tool_name(tool.name)
     except ConfigError:
         raise ProtocolError(
-            f"MCP server listed a tool named {safe_repr(tool.name)}, outside the MCP grammar "
-            "(1 to 128 of A-Z a-z 0-9 _ - .); the whole list is refused"
+            f"MCP server {server!r} listed a tool named {safe_repr(tool.name)}, outside the MCP "
+            "grammar (1 to 128 of A-Z a-z 0-9 _ - .); the whole list is refused"
         ) from None
     name = tool.name
     if name in seen:
-        raise ProtocolError(f"MCP server listed two tools named {name}; the whole list is refused")
+        raise ProtocolError(
+            f"MCP server {server!r} listed two tools named {name}; the whole list is refused"
+        )
     if not _is_object_schema(tool.input_schema):
-        raise ProtocolError(f"MCP server listed {name} whose input schema is not an object schema")
+        raise ProtocolError(
+            f"MCP server {server!r} listed {name} whose input schema is not an object schema"
+        )
     if tool.output_schema is not None and not _is_object_schema(tool.output_schema):
-        raise ProtocolError(f"MCP server listed {name} whose output schema is not an object schema")
+        raise ProtocolError(
+            f"MCP server {server!r} listed {name} whose output schema is not an object schema"
+        )
+    size = len((tool.description or "").encode())
+    if 0 < limits.description_bytes < size:
+        raise ProtocolError(
+            f"MCP server {server!r} listed {name} with a {size}-byte description, over the "
+            f"{limits.description_bytes}-byte limit; the whole list is refused"
+        )
     for which, schema in (("input", tool.input_schema), ("output", tool.output_schema)):
         if schema is None:
             continue
+        # Measured before it is checked: checking a schema of megabytes takes seconds.
+        if limits.schema_bytes > 0:
+            size = _json_bytes(schema, server, name, which)
+            if size > limits.schema_bytes:
+                raise ProtocolError(
+                    f"MCP server {server!r} listed {name} with a {size}-byte {which} schema, "
+                    f"over the {limits.schema_bytes}-byte limit (max_schema_bytes); the whole "
+                    "list is refused"
+                )
         try:
             validator_for(schema).check_schema(schema)
         except jsonschema_exceptions.SchemaError as exc:
             raise ProtocolError(
-                f"MCP server listed {name} with an invalid {which} schema: {_clip(exc.message)}"
+                f"MCP server {server!r} listed {name} with an invalid {which} schema: "
+                f"{_clip(exc.message)}"
             ) from exc
-    size = len((tool.description or "").encode())
-    if 0 < description_limit < size:
+        except RecursionError:
+            raise ProtocolError(
+                f"MCP server {server!r} listed {name} with an {which} schema nested too deep "
+                "to check"
+            ) from None
+
+
+def _json_bytes(schema: object, server: str, name: str, which: str) -> int:
+    try:
+        return len(json.dumps(schema, ensure_ascii=False, separators=(",", ":")).encode())
+    except (RecursionError, TypeError, ValueError):
         raise ProtocolError(
-            f"MCP server listed {name} with a {size}-byte description, over the "
-            f"{description_limit}-byte limit; the whole list is refused"
-        )
+            f"MCP server {server!r} listed {name} with an {which} schema that cannot be "
+            "measured as JSON (nested too deep, or not JSON)"
+        ) from None
 
 
 def _clip(text: str, limit: int = 200) -> str:
@@ -317,6 +428,12 @@ def _timeout(value: object, what: str) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
         raise ConfigError(f"{what} must be a number of seconds or None, not {value!r}")
     return float(value) if 0 < value < math.inf else None
+
+
+def _count_limit(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{what} must be an integer number of tools, not {value!r}")
+    return value
 
 
 def _byte_limit(value: object, what: str) -> int:

@@ -24,9 +24,12 @@ import pydantic
 from mcp import ClientSession, MCPError
 from mcp.client.session import ClientRequestContext, IncomingMessage
 from mcp.client.subscriptions import ToolsListChanged, listen
+from mcp.shared.message import SessionMessage
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from adapters.mcp import tasks as T
 from adapters.mcp.elicitation import ElicitationAnswer, ElicitationRequest, ElicitationResolver
+from adapters.mcp.stdio import UnreadableMessage
 from runtime.errors import ConfigError, ProtocolError, ToolError, ToolOutcomeUnknown
 from runtime.logs import get_logger
 from runtime.tools import Interrupted, ToolContext, safe_repr
@@ -75,9 +78,11 @@ class _Raw(pydantic.RootModel[dict[str, Any]]):
 
 @dataclass(slots=True)
 class _Round:
-    """One tools/call request of a call: its JSON-RPC id, once the transport has seen it leave."""
+    """One tools/call request of a call: its JSON-RPC id, once the transport has seen it leave,
+    and the call it belongs to."""
 
     request_id: str | None = None
+    active: _Active | None = None
 
 
 _ROUND: Final = contextvars.ContextVar[_Round | None]("bide_mcp_round", default=None)
@@ -93,6 +98,16 @@ class _Active:
     paused: Interrupted | None = None
     rounds: bool = False
     """A side effect's SEP-2322 input rounds are journaled and answered from the journal."""
+    alarm: asyncio.Timeout | None = None
+    unreadable: str | None = None
+    """Why an answer the call may have been waiting for could not be read; set, the call ends
+    at once (``alarm`` goes off) as an unknown outcome instead of waiting for its timeout."""
+
+    def cannot_read(self, why: str) -> None:
+        if self.unreadable is None:
+            self.unreadable = why
+        if self.alarm is not None and not self.alarm.expired():
+            self.alarm.reschedule(asyncio.get_running_loop().time())
 
 
 class Session:
@@ -122,7 +137,7 @@ class Session:
         # Where errors come from, when the transport can tell: the ids of tools/call requests
         # sent and not yet answered, and the error replies the server itself sent for them.
         self._traces_errors = False
-        self._calls_sent: set[str] = set()
+        self._calls_sent: dict[str, _Round] = {}
         self._server_errors: dict[str, tuple[int, str]] = {}
 
     @classmethod
@@ -213,8 +228,10 @@ class Session:
         active = _Active(call, durable, rounds=rounds and call is not None)
         self._active.append(active)
         try:
-            attempt = self._run_call(
-                name, arguments, meta=meta, call=call, active=active, resume=resume
+            attempt = self._unless_unreadable(
+                name,
+                active,
+                self._run_call(name, arguments, meta=meta, call=call, active=active, resume=resume),
             )
             answer = await (attempt if seconds is None else _within(attempt, seconds, name, ids))
         finally:
@@ -224,6 +241,29 @@ class Session:
             # the call returned after that is discarded, and the call runs again when answered.
             raise active.paused
         return answer
+
+    async def _unless_unreadable(
+        self, name: str, active: _Active, attempt: Awaitable[types.CallToolResult]
+    ) -> types.CallToolResult:
+        """Await ``attempt``, ending it at once when the transport reads something that may have
+        been its answer and cannot be read (``_received``): an unknown outcome."""
+        try:
+            async with asyncio.timeout(None) as alarm:
+                active.alarm = alarm
+                if active.unreadable is not None:
+                    active.cannot_read(active.unreadable)
+                return await attempt
+        except TimeoutError:
+            if active.unreadable is None:
+                raise
+            raise ToolOutcomeUnknown(
+                f"{name}: the server sent a message that could not be read "
+                f"({active.unreadable}); it may have been this call's answer: the tool may "
+                "have run",
+                **_ids(active.call),
+            ) from None
+        finally:
+            active.alarm = None
 
     async def _run_call(
         self,
@@ -296,10 +336,16 @@ class Session:
             return state.result  # completed, or failed with the server's own isError result
         said = f": {_server_text(state.message)}" if state.message else ""
         if state.status == "cancelled":
-            raise ToolError(
-                f"{name}: the server cancelled its task{said} (what it did before is not known)",
+            # A cancelled task proves nothing about what it did before it stopped: an unknown
+            # outcome, so a side effect halts and a retry-safe call is retried, never a
+            # definite failure after which the model may call again.
+            raise ToolOutcomeUnknown(
+                f"{name}: the server cancelled task {safe_repr(state.task_id)}{said}; what it "
+                "did before it stopped is not known: it may have acted",
                 **ids,
             )
+        # "failed" is the server's own report of an error in executing the call, as a JSON-RPC
+        # error reply would be: a definite failure (docs/guarantee.md, outcome of one call).
         raise ToolError(f"{name} failed: its task failed{said}", **ids)
 
     async def _get_task(self, name: str, task_id: str, ids: dict[str, str]) -> T.TaskState:
@@ -357,7 +403,7 @@ class Session:
                     _meta=meta,  # type: ignore[arg-type]
                 )
             )
-            sent = _Round()
+            sent = _Round(active=active)
             token = _ROUND.set(sent)
             try:
                 # Not sdk.call_tool: it validates structured content against the listed output
@@ -606,10 +652,45 @@ class Session:
         """A message is leaving: note the id of a tools/call, for the call that sends it."""
         if isinstance(message, types.JSONRPCRequest) and message.method == "tools/call":
             key = str(message.id)
-            self._calls_sent.add(key)
-            sent = _ROUND.get()
-            if sent is not None:
-                sent.request_id = key
+            sent = _ROUND.get() or _Round()
+            sent.request_id = key
+            self._calls_sent[key] = sent
+
+    def _received(self, item: object) -> object:
+        """Each item the transport read, before the SDK sees it, read as the protocol says.
+
+        From 2026-07-28 a result without ``resultType`` is complete (the specification's
+        default; the SDK refuses it). A message that cannot be read fails at once the call it
+        answered, as an unknown outcome; when it names no call, every call in flight, since
+        any of them may have been the one answered. The session itself goes on.
+        """
+        if isinstance(item, Exception):
+            self._cannot_read(item)
+            return item
+        if not isinstance(item, SessionMessage):
+            return item
+        message = item.message
+        if (
+            isinstance(message, types.JSONRPCResponse)
+            and "resultType" not in message.result
+            and self.protocol_version in MODERN_PROTOCOL_VERSIONS
+        ):
+            result = {**message.result, "resultType": "complete"}
+            return SessionMessage(
+                message.model_copy(update={"result": result}), metadata=item.metadata
+            )
+        return item
+
+    def _cannot_read(self, problem: Exception) -> None:
+        why = _unreadable_text(problem)
+        log.warning("mcp_unreadable_message", error=why)
+        answered = problem.request_id if isinstance(problem, UnreadableMessage) else None
+        sent = self._calls_sent.get(answered) if answered is not None else None
+        if sent is not None and sent.active is not None:
+            sent.active.cannot_read(why)
+            return
+        for active in self._active:
+            active.cannot_read(why)
 
     def _server_error(self, request_id: object, code: int, message: str) -> None:
         key = str(request_id)
@@ -626,7 +707,7 @@ class Session:
 
     def _forget(self, sent: _Round) -> None:
         if sent.request_id is not None:
-            self._calls_sent.discard(sent.request_id)
+            self._calls_sent.pop(sent.request_id, None)
             self._server_errors.pop(sent.request_id, None)
 
     def _note_failure(self, exc: MCPError) -> None:
@@ -665,6 +746,14 @@ async def _within(
                 f"{name} did not answer within {seconds:g} s; it may still be running", **ids
             )
     return task.result()
+
+
+def _unreadable_text(problem: Exception) -> str:
+    if isinstance(problem, UnreadableMessage):
+        return str(problem)
+    if isinstance(problem, pydantic.ValidationError):
+        return f"not a JSON-RPC message: {_brief_validation(problem)}"
+    return f"{type(problem).__name__}: {safe_repr(str(problem), 200)}"
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:

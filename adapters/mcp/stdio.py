@@ -11,6 +11,7 @@ import asyncio
 import collections
 import contextlib
 import errno
+import json
 import os
 import shutil
 import signal
@@ -29,7 +30,13 @@ from mcp.shared.message import SessionMessage
 
 from runtime.errors import ProtocolError
 
-__all__ = ["DEFAULT_MAX_LINE_BYTES", "escape_for_terminal", "server_name", "stdio_transport"]
+__all__ = [
+    "DEFAULT_MAX_LINE_BYTES",
+    "UnreadableMessage",
+    "escape_for_terminal",
+    "server_name",
+    "stdio_transport",
+]
 
 DEFAULT_MAX_LINE_BYTES: Final = 16 << 20
 """The longest line, in bytes, a stdio server may write before the session fails: 16 MiB.
@@ -57,6 +64,17 @@ _TAIL_CHARS = 300
 _INVISIBLE: Final = frozenset(
     [0x061C, 0x200E, 0x200F, 0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
 )
+
+
+class UnreadableMessage(ValueError):
+    """A line a server wrote that is not a JSON-RPC message, handed to the session in its place.
+
+    ``request_id`` is the id of the request it answers, when the line is a JSON object that
+    names one (as a reply would), so the session can fail that call at once."""
+
+    def __init__(self, message: str, *, request_id: str | None) -> None:
+        super().__init__(message)
+        self.request_id = request_id
 
 
 def server_name(params: StdioServerParameters) -> str:
@@ -227,8 +245,28 @@ def _parse(line: bytes, name: str) -> SessionMessage | Exception:
     try:
         return SessionMessage(types.jsonrpc_message_adapter.validate_json(text, by_name=False))
     except ValueError as exc:
-        # As the SDK does: a line that is not a message is reported to the session, not fatal.
-        return exc
+        # As the SDK does, a line that is not a message is reported to the session, not fatal;
+        # unlike the SDK, with the request it answers when it names one, so that call fails
+        # at once instead of at its timeout.
+        return _unreadable(text, name, exc)
+
+
+def _unreadable(text: str, name: str, exc: ValueError) -> UnreadableMessage:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    answered = value.get("id") if isinstance(value, dict) and "method" not in value else None
+    if isinstance(answered, bool) or not isinstance(answered, int | str):
+        answered = None
+    what = "a JSON-RPC message" if isinstance(value, dict) else "JSON"
+    shown = escape_for_terminal(text[:80]) + ("..." if len(text) > 80 else "")
+    unreadable = UnreadableMessage(
+        f"MCP server {name!r} wrote a line on stdout that is not {what}: {shown}",
+        request_id=None if answered is None else str(answered),
+    )
+    unreadable.__cause__ = exc
+    return unreadable
 
 
 async def _pump_stdin(

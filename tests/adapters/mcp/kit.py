@@ -275,6 +275,41 @@ async def stalls_after_answering(
                 tg.cancel_scope.cancel()
 
 
+@asynccontextmanager
+async def without_result_type(server: Server[Any] | MCPServer) -> AsyncIterator[Any]:
+    """Serve ``server`` in process, taking ``resultType`` out of every tools/call answer, as a
+    2026-07-28 server that leaves it to its default ("complete") sends it."""
+    async with InMemoryTransport(server) as (from_server, to_server):
+        to_client, client_reads = anyio.create_memory_object_stream[SessionMessage | Exception](32)
+        client_writes, from_client = anyio.create_memory_object_stream[SessionMessage](32)
+        calls: set[Any] = set()
+
+        async def outbound() -> None:
+            async with from_client, to_server:
+                async for item in from_client:
+                    message = item.message
+                    if isinstance(message, types.JSONRPCRequest) and message.method == "tools/call":
+                        calls.add(message.id)
+                    await to_server.send(item)
+
+        async def inbound() -> None:
+            async with to_client:
+                async for item in from_server:
+                    message = getattr(item, "message", None)
+                    if isinstance(message, types.JSONRPCResponse) and message.id in calls:
+                        assert message.result.pop("resultType") == "complete"
+                    await to_client.send(item)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(outbound)
+            tg.start_soon(inbound)
+            try:
+                async with client_reads, client_writes:
+                    yield client_reads, client_writes
+            finally:
+                tg.cancel_scope.cancel()
+
+
 class RawHTTPServer:
     """A handshake-era MCP server over HTTP on 127.0.0.1, written by hand to fail as HTTP fails.
 

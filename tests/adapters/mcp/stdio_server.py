@@ -3,19 +3,20 @@
 ``die`` records that it ran (in the file named by ``BIDE_TEST_RUNS``) and then kills the process
 before answering: a server lost mid-call. With ``BIDE_TEST_HOSTILE`` set it lists more tools,
 which misbehave as a hostile or broken server does: a JSON-RPC error reply, bytes that are not
-UTF-8, an endless line, a long nap that keeps it from noticing its stdin close, raw control
-characters on stderr.
+UTF-8, an answer that is not JSON or not a JSON-RPC message, an endless line, a long nap that
+keeps it from noticing its stdin close, raw control characters on stderr.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
 from collections.abc import Callable
 
 from mcp import MCPError
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 
 server = MCPServer("stdio-test")
@@ -67,6 +68,25 @@ def garble() -> str:
     """Record the call, then write bytes that are not UTF-8 as a line on stdout."""
     _record("garble")
     os.write(_WIRE, b'{"jsonrpc": "2.0", "method": "\xff\xfe"}\n')
+    time.sleep(60)
+    return "never"
+
+
+@hostile
+def mumble(ctx: Context) -> str:
+    """Record the call, then answer it with a line that is not JSON at all."""
+    _record("mumble")
+    os.write(_WIRE, b'{"jsonrpc": "2.0", "id": ' + ctx.request_id.encode() + b', "result": {\n')
+    time.sleep(60)
+    return "never"
+
+
+@hostile
+def malform(ctx: Context) -> str:
+    """Record the call, then answer it with JSON that names its id and is no JSON-RPC reply."""
+    _record("malform")
+    request_id = int(ctx.request_id) if ctx.request_id.isdigit() else ctx.request_id
+    os.write(_WIRE, json.dumps({"jsonrpc": "2.0", "id": request_id}).encode() + b"\n")
     time.sleep(60)
     return "never"
 

@@ -4,7 +4,8 @@ as ``python -m tests.adapters.mcp.task_server PORT`` over streamable HTTP.
 ``charge`` acts when it is called (one ledger line: the call and its idempotency key) and
 answers with a task that completes ``seconds`` later; ``tasks/get`` and ``tasks/cancel`` are
 ledger lines too, so a test can count what the server saw. A client that did not declare the
-extension gets the plain result. The hostile tools answer with broken tasks.
+extension gets the plain result. The hostile tools answer with broken tasks. The first
+``cancel_first`` tasks end ``cancelled`` by the server's own doing, after the tool acted.
 Environment (as a process): LEDGER (a file), TASK_SECONDS, ANSWER_DELAY (seconds the server waits
 after acting and before answering with the task), POLL_MS.
 """
@@ -43,6 +44,7 @@ class Tasks(Extension):
         answer_delay: float = 0.0,
         poll_ms: int | None = 50,
         fail: bool = False,
+        cancel_first: int = 0,
     ) -> None:
         self.ledger = ledger
         self.seen: list[str] = []
@@ -50,6 +52,7 @@ class Tasks(Extension):
         self.answer_delay = answer_delay
         self.poll_ms = poll_ms
         self.fail = fail
+        self.cancel_first = cancel_first
         self.tasks: dict[str, dict[str, Any]] = {}
         self.hostile_get: dict[str, Any] | None = None
 
@@ -88,7 +91,8 @@ class Tasks(Extension):
 
     def _reading(self, task_id: str, task: dict[str, Any]) -> dict[str, Any]:
         if task["status"] == "working" and time.monotonic() >= task["done_at"]:
-            task["status"] = "failed" if self.fail else "completed"
+            ended = "cancelled" if task["cancels"] else "failed" if self.fail else "completed"
+            task["status"] = ended
         reading: dict[str, Any] = {"taskId": task_id, "status": task["status"]}
         if self.poll_ms is not None:
             reading["pollIntervalMs"] = self.poll_ms
@@ -96,6 +100,8 @@ class Tasks(Extension):
             reading["result"] = task["result"]
         if task["status"] == "failed":
             reading["statusMessage"] = "the card was declined"
+        if task["status"] == "cancelled" and task["cancels"]:
+            reading["statusMessage"] = "stopped by an operator"
         return reading
 
     async def intercept_tool_call(self, params: Any, ctx: Any, call_next: Any) -> Any:
@@ -114,6 +120,8 @@ class Tasks(Extension):
         result = await call_next(ctx)
         task_id = uuid.uuid4().hex
         self.tasks[task_id] = {
+            # The first ``cancel_first`` tasks are cancelled by the server itself, after acting.
+            "cancels": len(self.tasks) < self.cancel_first,
             "status": "working",
             "done_at": time.monotonic() + self.seconds,
             "result": result.model_dump(by_alias=True, mode="json", exclude_none=True),

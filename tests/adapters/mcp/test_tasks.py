@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 from adapters.mcp import connect, tools
-from runtime import Agent, Journal, RunStatus
+from runtime import Agent, Journal, RunStatus, Safety
 from runtime import records as R
-from runtime.errors import ProtocolError
+from runtime.errors import ProtocolError, ToolOutcomeUnknown
+from runtime.retry import RetryPolicy
 from runtime.testing import ScriptedModel
 from runtime.tools import ToolContext, idempotency_key_for, resumer
 from tests.adapters.mcp.task_server import Tasks, task_server
@@ -29,11 +30,18 @@ SCRIPT = [
 
 
 async def drive(
-    db: Path, extension: Tasks, *, tasks: bool = True, wait: float = 10, resume: bool = False
+    db: Path,
+    extension: Tasks,
+    *,
+    tasks: bool = True,
+    wait: float = 10,
+    resume: bool = False,
+    safety: Safety = Safety.SIDE_EFFECT,
 ) -> Any:
     async with connect(task_server(extension), tasks=tasks, name="tasks") as session:
-        listed = await tools(session, call_timeout=wait)
-        agent = Agent(model=ScriptedModel(SCRIPT), tools=listed)
+        listed = await tools(session, call_timeout=wait, safety={"charge": safety})
+        retry = RetryPolicy(max_attempts=3, initial_delay=0.01, max_delay=0.01)
+        agent = Agent(model=ScriptedModel(SCRIPT), tools=listed, tool_retry=retry)
         async with Journal(db) as journal:
             if resume:
                 result = await agent.resume("r", journal=journal)
@@ -102,6 +110,37 @@ async def test_a_failed_task_is_a_definite_error_result(db_path: Path) -> None:
     assert is_error and "the card was declined" in content["message"]
 
 
+async def test_a_task_the_server_cancelled_halts_a_side_effect_now_and_on_every_resume(
+    db_path: Path,
+) -> None:
+    """A cancelled task may have acted before it stopped: never an error the model may retry."""
+    extension = Tasks(None, seconds=0.1, cancel_first=1)
+    result, state = await drive(db_path, extension)
+    assert result.status is RunStatus.HALTED
+    assert state.status() == "halted" and state.calls["c1"].result is None
+    assert "cancelled" in (state.calls["c1"].halt_cause or "")
+    result, state = await drive(db_path, extension, resume=True)
+    assert result.status is RunStatus.HALTED  # polled again: still cancelled, still unknown
+    assert state.calls["c1"].result is None
+    assert extension.count("call") == 1  # the charge was made once and never sent again
+    assert len(state.turns) == 1  # the model was never told "failed" and asked again
+
+
+async def test_a_retry_safe_call_whose_task_was_cancelled_is_retried_with_the_same_key(
+    db_path: Path,
+) -> None:
+    extension = Tasks(None, seconds=0.1, cancel_first=1)
+    result, state = await drive(db_path, extension, safety=Safety.IDEMPOTENT)
+    assert result.status is RunStatus.COMPLETED
+    content, is_error = state.calls["c1"].message_content()
+    assert not is_error and content[0]["text"] == '{"charged": 5}'
+    key = idempotency_key_for("r", "c1")
+    assert [line for line in extension.seen if line.startswith("call")] == [
+        f"call charge {key}",
+        f"call charge {key}",
+    ]
+
+
 async def test_cancelling_the_run_cancels_its_open_task_and_leaves_the_call_unresolved(
     db_path: Path,
 ) -> None:
@@ -157,3 +196,14 @@ async def test_a_broken_tasks_get_answer_is_a_protocol_error_naming_the_server(
         assert resume is not None
         with pytest.raises(ProtocolError, match=f"MCP server 'tasks' .*{said}"):
             await resume({"mcp_task": "T", "server": "tasks"}, {"amount": 5}, context)
+
+
+async def test_a_task_the_server_no_longer_knows_is_an_unknown_outcome() -> None:
+    """A lost task proves nothing either: polling it fails as unknown, never as "failed"."""
+    async with connect(task_server(Tasks(None, seconds=0)), tasks=True, name="tasks") as session:
+        (charge,) = [t for t in await tools(session) if t.spec.name == "charge"]
+        context = ToolContext(run_id="r", call_id="c1", tool_name="charge")
+        resume = resumer(charge)
+        assert resume is not None
+        with pytest.raises(ToolOutcomeUnknown, match='polling task "gone" failed'):
+            await resume({"mcp_task": "gone", "server": "tasks"}, {"amount": 5}, context)
