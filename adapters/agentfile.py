@@ -83,6 +83,9 @@ class McpServerSpec(_Strict):
     approval: dict[str, ApprovalSpec] = {}
     reconcile: dict[str, str] = {}
     """A side effect's name to the name of the server's lookup tool that settles its halts."""
+    settle: dict[str, float] = {}
+    """A reconciled side effect's name to the seconds its server may take to apply a request:
+    only after that may the lookup's *absent* settle a halt (``tools(settle=...)``)."""
     max_description_bytes: int | None = None
     max_result_bytes: int | None = None
     durable_elicitation: bool = False
@@ -263,6 +266,7 @@ async def _mcp_tools(
             ),
             durable_elicitation=server.durable_elicitation,
             reconcile=dict(server.reconcile),
+            settle=dict(server.settle),
             max_description_bytes=_limit(server.max_description_bytes, "description"),
             max_result_bytes=_limit(server.max_result_bytes, "result"),
         )

@@ -158,6 +158,9 @@ class Calls:
             return self._halt(cs, "another driver attempted this call; its outcome is unknown here")
         faults.crashpoint("attempt.after_marker")
         tracing.marker_written(k)
+        # Nothing leaves past this drive's own deadline for its lease (LeaseLost ends the
+        # drive; the attempt, never sent, halts for the next owner to reconcile).
+        await self.drive.holding.before_send()
         log.info("tool_started", call_id=call.id, tool=call.name, safety="side_effect")
         self.drive.executed += 1
         return await self._settle(cs, k, tool, context, self._invoke(tool, call.arguments, context))

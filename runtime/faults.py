@@ -1,9 +1,11 @@
 """Crash points: named places where a test can make the process SIGKILL itself, with no cleanup.
 
 ``BIDE_CRASH`` names the points to arm, each with the hit that fires (default the first), e.g.
-``BIDE_CRASH="tool.after_call@2,write.after_commit@7"``. Nothing is armed at import: the CLI's
-entry point calls ``arm_from_environment()``, and so do the crash suite's child processes.
-Unarmed, every point is one global check. The points are listed in ``POINTS``.
+``BIDE_CRASH="tool.after_call@2,write.after_commit@7"``. A point armed with ``:stop``
+(``attempt.after_marker@1:stop``) SIGSTOPs the process instead, for a test that resumes it
+later (SIGCONT) to see what a stalled process does when it wakes. Nothing is armed at import:
+the CLI's entry point calls ``arm_from_environment()``, and so do the crash suite's child
+processes. Unarmed, every point is one global check. The points are listed in ``POINTS``.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ POINTS = (
 )
 
 _armed: dict[str, int] | None = None
+_stops: set[str] = set()
+"""The armed points that SIGSTOP rather than SIGKILL."""
 _hits: dict[str, int] = {}
 
 
@@ -43,12 +47,17 @@ def arm(spec: str | None) -> None:
     """
     global _armed
     _hits.clear()
+    _stops.clear()
     if not spec:
         _armed = None
         return
     armed: dict[str, int] = {}
+    stops: set[str] = set()
     for part in spec.split(","):
-        name, _, hit = part.strip().partition("@")
+        point, _, action = part.strip().partition(":")
+        if action not in ("", "stop"):
+            raise ConfigError(f"BIDE_CRASH: {part.strip()!r}: the action after ':' is 'stop'")
+        name, _, hit = point.partition("@")
         if name not in POINTS:
             raise ConfigError(
                 f"BIDE_CRASH: unknown crash point {name!r}; known: {', '.join(POINTS)}"
@@ -56,7 +65,10 @@ def arm(spec: str | None) -> None:
         if hit and not (hit.isdigit() and int(hit) > 0):
             raise ConfigError(f"BIDE_CRASH: the hit after {name}@ must be a positive integer")
         armed[name] = int(hit) if hit else 1
+        if action:
+            stops.add(name)
     _armed = armed
+    _stops.update(stops)
 
 
 def arm_from_environment() -> None:
@@ -65,7 +77,8 @@ def arm_from_environment() -> None:
 
 
 def crashpoint(name: str, count: int = 1) -> None:
-    """Pass ``name`` ``count`` times; SIGKILL this process if the armed hit is among them."""
+    """Pass ``name`` ``count`` times; SIGKILL (or SIGSTOP) this process if the armed hit is
+    among them."""
     if _armed is None:
         return
     target = _armed.get(name)
@@ -74,4 +87,4 @@ def crashpoint(name: str, count: int = 1) -> None:
     before = _hits.get(name, 0)
     _hits[name] = before + count
     if before < target <= before + count:
-        os.kill(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGSTOP if name in _stops else signal.SIGKILL)

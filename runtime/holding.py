@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from runtime.errors import LeaseLost, RunBusy, StorageError
 from runtime.logs import get_logger
-from runtime.ownership import Lease, Owner
+from runtime.ownership import Lease, Owner, send_deadline
 
 if TYPE_CHECKING:
     from runtime.journal.protocol import Store
@@ -29,7 +29,7 @@ class Holding:
     ``RunBusy``, or waits up to ``wait`` seconds for the lease to be released or to expire.
     """
 
-    __slots__ = ("lease", "lost", "owner", "released", "renewer", "run_id")
+    __slots__ = ("deadline", "lease", "lost", "owner", "released", "renewer", "run_id")
 
     def __init__(self, renewer: Renewer, run_id: str, owner: Owner):
         self.renewer = renewer
@@ -39,6 +39,9 @@ class Holding:
         self.lost: LeaseLost | None = None
         """Set once a renewal learnt that this lease is lost: ``check`` raises it."""
         self.released = False
+        self.deadline = 0.0
+        """The ``time.monotonic()`` past which this drive sends no side effect
+        (``ownership.send_deadline`` of the latest grant or renewal)."""
 
     @property
     def store(self) -> Store:
@@ -53,6 +56,7 @@ class Holding:
         store, ttl = self.renewer.store, self.renewer.ttl
         deadline = None if wait is None else time.monotonic() + wait
         while True:
+            asked = time.monotonic()
             try:
                 lease = await store.acquire(self.run_id, self.owner, ttl=ttl)
                 break
@@ -60,6 +64,7 @@ class Holding:
                 held = refused.lease
                 if held.owner.gone():
                     log.info("lease_taken_over", run_id=self.run_id, gone=held.owner.describe())
+                    asked = time.monotonic()
                     try:
                         lease = await store.acquire(
                             self.run_id, self.owner, ttl=ttl, take_over=held.epoch
@@ -73,6 +78,7 @@ class Holding:
                 renew = self.renewer.renew
                 await asyncio.sleep(min(remaining, max(0.05, min(1.0, renew))))
         self.lease = lease
+        self.deadline = send_deadline(asked, ttl)
         self.renewer.hold(self)
         return lease
 
@@ -80,6 +86,40 @@ class Holding:
         """Raise ``LeaseLost`` if a renewal learnt that this lease is lost."""
         if self.lost is not None:
             raise self.lost
+
+    async def before_send(self) -> None:
+        """Right before a side effect leaves: raise ``LeaseLost`` unless this drive's lease
+        lives by its own monotonic deadline (``ownership.send_deadline``). Past the deadline
+        (renewals failed, or this process stalled) the lease is renewed once, within a renewal
+        interval, and the effect is sent only if that succeeds: the lease may have ended, and
+        another owner may have taken the run and settled this attempt.
+
+        Only a stall between this check and the send itself is left; the settle time of an
+        *absent* is counted from the lease's end, which covers a stall shorter than the margin
+        (docs/guarantee.md, "Ownership")."""
+        self.check()
+        if time.monotonic() < self.deadline:
+            return
+        lease, renewer = self.lease, self.renewer
+        assert lease is not None, "a side effect is sent by a drive that holds its lease"
+        asked = time.monotonic()
+        try:
+            async with asyncio.timeout(renewer.renew):
+                renewed = await renewer.store.renew(lease, ttl=renewer.ttl)
+        except LeaseLost as exc:
+            self.lost = exc
+            renewer.drop(self)
+            raise
+        except (TimeoutError, StorageError) as exc:
+            raise LeaseLost(
+                f"run {self.run_id!r}: this drive's lease (epoch {lease.epoch}) may have ended "
+                f"(its deadline passed and a renewal failed: {exc or 'no answer'}); it sends no "
+                "side effect",
+                run_id=self.run_id,
+            ) from exc
+        self.lease = renewed
+        self.deadline = send_deadline(asked, renewer.ttl)
+        log.info("lease_renewed_before_send", run_id=self.run_id, epoch=renewed.epoch)
 
     def ended(self) -> None:
         """The store released the lease in the transaction that committed the run's end
@@ -179,6 +219,7 @@ class Renewer:
             del self._due[holding]
             self._due[holding] = now + self.renew
         renewals = []
+        asked = time.monotonic()
         for holding in due:
             assert holding.lease is not None
             renewals.append(self.store.renew(holding.lease, ttl=self.ttl))
@@ -194,6 +235,7 @@ class Renewer:
                 continue
             if isinstance(outcome, Lease):
                 holding.lease = outcome
+                holding.deadline = max(holding.deadline, send_deadline(asked, self.ttl))
             elif isinstance(outcome, LeaseLost):
                 holding.lost = outcome
                 self.drop(holding)

@@ -260,6 +260,16 @@ class Lease:
     """This process's wall clock minus the store's clock when the lease was read: the store's
     times plus this are wall-clock times, for people to read (never to decide with)."""
 
+    ends_ms: int | None = field(default=None, compare=False)
+    """When the lease ends (or ended) on the store's clock, where ``expires_ms`` is on another
+    (a SQLite lease of another boot, or an older bide's on the wall clock): see ``end_ms``."""
+
+    @property
+    def end_ms(self) -> int:
+        """When the lease ends or ended, on the store's clock (``Store.clock_ms``): its expiry,
+        or its release (a release sets the expiry to that moment)."""
+        return self.expires_ms if self.ends_ms is None else self.ends_ms
+
     def wall_ms(self, ms: int) -> int:
         """A time of this lease (on the store's clock) as a wall-clock time, to show."""
         return ms + self.wall_offset_ms
@@ -308,6 +318,7 @@ def lease_from_row(
     *,
     live: bool | None = None,
     wall_offset_ms: int = 0,
+    ends_ms: int | None = None,
 ) -> Lease:
     """A lease read from a store's row; ``live`` judged against the store's ``now_ms`` unless
     the store judged it (``live=``).
@@ -323,6 +334,7 @@ def lease_from_row(
         released=bool(released),
         live=(not released and expires_ms > now_ms) if live is None else live,
         wall_offset_ms=wall_offset_ms,
+        ends_ms=ends_ms,
     )
 
 

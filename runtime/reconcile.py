@@ -12,19 +12,21 @@
 A halted call (attempted, no result) is looked up and the conclusion journaled as its
 resolution, naming the reconciler and its evidence, by the same first-wins rule as a person's
 (a person's earlier resolution stands). *Found* settles at once. *Absent* becomes "not executed"
-only when the attempt's owner is gone (it no longer holds the run's lease) **and** the settle
-time has passed since the attempt started: before that the attempt may still be running
-somewhere (a stalled process, a request still at the provider), and concluding "it did not
-happen" would let the next attempt act twice. *Unknown*, and a reconciler that raises or
-outlasts its timeout, leave the call halted, tried again later with backoff.
+only when the tool declares a settle time (``@tool(reconcile=..., settle=...)``), the attempt's
+owner no longer holds the run's lease, **and** the settle time has passed since that lease
+ended, on the journal's clock (``Store.clock_ms``): the owner sends nothing past its lease
+(``Holding.before_send``), so the effect left before the lease ended, and the settle time is
+how long the provider may take to apply it. Before that, concluding "it did not happen" would
+let the next attempt act twice. With no declared settle time, *absent* leaves the halt for a
+person. *Unknown*, and a reconciler that raises or outlasts its timeout, leave the call halted,
+tried again later with backoff.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from runtime import records as R
@@ -33,7 +35,7 @@ from runtime.errors import ConflictError, RunBusy
 from runtime.journal.journal import Journal
 from runtime.journal.resolution import Resolution, resolution_payload
 from runtime.logs import get_logger
-from runtime.ownership import is_alive
+from runtime.ownership import Owner, is_alive
 from runtime.redact import clean
 from runtime.state import CallState, RunState
 from runtime.tools import Tool, ToolContext, idempotency_key_for
@@ -56,9 +58,6 @@ log = get_logger(__name__)
 
 RECONCILE_TIMEOUT = 30.0
 """Seconds one look-up may take; past it the reconciler said *unknown*."""
-
-SETTLE_DEFAULT = 60.0
-"""Settle time of a tool with no timeout and no ``settle=``."""
 
 BACKOFF = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 """Seconds until the next try after an inconclusive one (the last repeats)."""
@@ -96,7 +95,7 @@ class Attempt:
     arguments: Any
     idempotency_key: str
     attempted_at_ms: int
-    """When the attempt's marker was committed (the journal's clock)."""
+    """When the attempt's marker was committed (wall-clock epoch milliseconds, to show)."""
     attempt: int
     context: ToolContext
 
@@ -119,6 +118,9 @@ class Verdict:
     waiting: str | None = None
     """Why an *absent* does not settle yet."""
     next_try_ms: int | None = None
+    """When to try again, on the journal's clock (``Store.clock_ms``)."""
+    retry_in_ms: int | None = None
+    """The same, as a wait from the try: with the try record's time, what people are shown."""
 
     @property
     def by(self) -> str:
@@ -139,6 +141,7 @@ class Verdict:
             "detail": self.detail,
             "waiting": self.waiting,
             "next_try_ms": self.next_try_ms,
+            "retry_in_ms": self.retry_in_ms,
         }
 
 
@@ -148,13 +151,21 @@ def reconciler_of(tool: Tool | None) -> Reconciler | None:
     return found if callable(found) else None
 
 
-def settle_seconds(tool: Tool) -> float:
-    """The tool's settle time: ``settle=``, else its timeout, else ``SETTLE_DEFAULT``."""
-    spec = tool.spec
-    settle = getattr(spec, "settle", None)
-    if settle is not None:
-        return float(settle)
-    return float(spec.timeout) if spec.timeout is not None else SETTLE_DEFAULT
+def settle_seconds(tool: Tool) -> float | None:
+    """The settle time the tool declares (``settle=``), or None: then no *absent* settles it.
+
+    Not its timeout: a timeout bounds how long bide waits for an answer, not how long the
+    provider may take to act on the request."""
+    settle = getattr(tool.spec, "settle", None)
+    return None if settle is None else float(settle)
+
+
+def settles_at_ms(lease_end_ms: int, settle: float) -> int:
+    """When an *absent* may settle an attempt: ``settle`` seconds after the end of the lease
+    under which it was sent, on the journal's clock. The lease's end is the latest moment the
+    effect could have left (its marker was written before, and the owner sends nothing past its
+    lease); the settle time is what the provider may take after that."""
+    return lease_end_ms + round(settle * 1000)
 
 
 async def consult(
@@ -163,13 +174,14 @@ async def consult(
     run_id: str,
     *,
     key_scheme: int,
-    owner_gone: bool,
-    now_ms: int | None = None,
+    now_ms: int,
+    lease_end_ms: int | None,
 ) -> Verdict | None:
     """Ask the tool's reconciler about ``call``'s current attempt; None if it has none.
 
-    ``owner_gone`` says whether the attempt's owner no longer holds the run's lease (it died, its
-    lease expired, or it released the run halted): only then may *absent* settle the call.
+    ``now_ms`` is the journal's clock (``Store.clock_ms``); ``lease_end_ms``, on the same clock,
+    a time no earlier than the end of the lease of the attempt's owner, or None while that owner
+    may still hold it: only with it may *absent* settle the call.
     """
     reconcile = reconciler_of(tool)
     marker = call.marker
@@ -195,20 +207,35 @@ async def consult(
     )
     tries = len(call.reconciles.get(call.attempt, ()))
     said = await _ask(reconcile, attempt, name)
-    now = now_ms if now_ms is not None else time.time_ns() // 1_000_000
-    later = now + int(BACKOFF[min(tries, len(BACKOFF) - 1)] * 1000)
+    later = now_ms + int(BACKOFF[min(tries, len(BACKOFF) - 1)] * 1000)
+    verdict = _judge(name, said, settle_seconds(tool), now_ms, later, lease_end_ms)
+    if verdict.next_try_ms is None:
+        return verdict
+    return replace(verdict, retry_in_ms=verdict.next_try_ms - now_ms)
+
+
+def _judge(
+    name: str, said: object, settle: float | None, now_ms: int, later: int, lease_end_ms: int | None
+) -> Verdict:
+    """What a reconciler's answer concludes (see ``consult``)."""
     if isinstance(said, Found):
         return Verdict(name, "found", clean(str(said.evidence)), "value", said.value)
     if isinstance(said, Absent):
         evidence = clean(str(said.evidence))
-        settles_at = marker.created_ms + int(settle_seconds(tool) * 1000)
-        if owner_gone and now >= settles_at:
-            return Verdict(name, "absent", evidence, "not_executed")
-        if not owner_gone:
+        if settle is None:
+            why = (
+                "the tool declares no settle time (settle=): an absent cannot tell a provider "
+                "that has not acted yet from one that never will; a person must say"
+            )
+            return Verdict(name, "absent", evidence, waiting=why, next_try_ms=later)
+        if lease_end_ms is None:
             why = "the attempt's owner still holds the run: it may be running it"
-        else:
-            left = (settles_at - now) / 1000
-            why = f"it may still be in flight until its settle time ({left:.0f} s from now)"
+            return Verdict(name, "absent", evidence, waiting=why, next_try_ms=later)
+        settles_at = settles_at_ms(lease_end_ms, settle)
+        if now_ms >= settles_at:
+            return Verdict(name, "absent", evidence, "not_executed")
+        left = (settles_at - now_ms) / 1000
+        why = f"it may still be in flight until its settle time ({left:.0f} s from now)"
         return Verdict(name, "absent", evidence, waiting=why, next_try_ms=max(later, settles_at))
     if isinstance(said, Unknown):
         return Verdict(name, "unknown", clean(str(said.why)), next_try_ms=later)
@@ -255,8 +282,17 @@ async def in_drive(drive: Drive, cs: CallState, *, owner_gone: bool) -> Verdict 
     tool = drive.agent.tools.get(cs.call.name)
     if tool is None or reconciler_of(tool) is None:
         return None
+    # The attempt of an owner this drive took the lease from ended no later than this drive's
+    # lease began (that lease had expired or been released, or its process was gone).
+    lease = drive.holding.lease
+    lease_end = lease.acquired_ms if owner_gone and lease is not None else None
     verdict = await consult(
-        tool, cs, drive.run_id, key_scheme=drive.key_scheme, owner_gone=owner_gone
+        tool,
+        cs,
+        drive.run_id,
+        key_scheme=drive.key_scheme,
+        now_ms=await drive.holding.store.clock_ms(),
+        lease_end_ms=lease_end,
     )
     if verdict is None:
         return None
@@ -293,18 +329,34 @@ async def settle_run(
     lease = await journal.lease(run_id)
     if is_alive(lease):
         return []
+    if lease is not None and lease.live:
+        # Its owner is a gone process of this machine, and its lease has not run out: take the
+        # lease over and give it back, so that its end is journaled (now) for the settle time
+        # to count from, and nothing of the gone owner's can land after it.
+        try:
+            taken = await journal.store.acquire(
+                run_id, Owner.here(), ttl=journal.lease_ttl, take_over=lease.epoch
+            )
+        except RunBusy:  # another process took it first: that drive settles its calls
+            return []
+        await journal.store.release(taken)
+        lease = await journal.lease(run_id)
+        if is_alive(lease):
+            return []
     scheme = int((state.start or {}).get("key_scheme") or 1)
-    clock = time.time_ns() // 1_000_000
+    clock = await journal.store.clock_ms()
+    # No owner holds the run: every attempt's lease has ended, no later than this one's end.
+    lease_end = lease.end_ms if lease is not None else None
     found: list[tuple[CallState, Verdict]] = []
     for call in state.unresolved_calls():
         tool = tools.get(call.call.name)
         if tool is None or reconciler_of(tool) is None:
             continue
-        last = call.last_reconcile
-        due = last.payload.get("next_try_ms") if last is not None else None
-        if not now and isinstance(due, int) and due > clock:
+        if not now and not _due(call, clock):
             continue
-        verdict = await consult(tool, call, run_id, key_scheme=scheme, owner_gone=True)
+        verdict = await consult(
+            tool, call, run_id, key_scheme=scheme, now_ms=clock, lease_end_ms=lease_end
+        )
         if verdict is None:
             continue
         if verdict.outcome is None:
@@ -330,6 +382,19 @@ async def settle_run(
         log.info("reconcile_tried", run_id=run_id, call_id=call.call.id, said=verdict.brief())
         found.append((call, verdict))
     return found
+
+
+def _due(call: CallState, clock: int) -> bool:
+    """Whether ``call``'s next try is due at ``clock`` (the journal's clock), as its last try
+    journaled it. A next try further ahead than that try's own wait was set on another clock
+    (another boot's, or an older bide's wall clock): it is due now."""
+    last = call.last_reconcile
+    if last is None:
+        return True
+    due, wait = last.payload.get("next_try_ms"), last.payload.get("retry_in_ms")
+    if not isinstance(due, int) or not isinstance(wait, int) or due <= clock:
+        return True
+    return due - clock > wait
 
 
 def due_ms(state: RunState) -> int | None:

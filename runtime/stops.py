@@ -157,7 +157,13 @@ def _reconciling(call: CallState) -> Mapping[str, Any] | None:
     if last is None or not isinstance(last.payload, Mapping):
         return None
     keys = ("reconciler", "said", "detail", "waiting", "next_try_ms")
-    return {k: last.payload.get(k) for k in keys}
+    tried = {k: last.payload.get(k) for k in keys}
+    # Shown on the wall clock: the try's time plus its wait (``next_try_ms`` itself is on the
+    # journal's clock, which on SQLite counts from boot).
+    wait = last.payload.get("retry_in_ms")
+    if isinstance(wait, int) and not isinstance(wait, bool):
+        tried["next_try_ms"] = last.created_ms + wait
+    return tried
 
 
 def reconciling_text(tried: Mapping[str, Any], now_ms: int) -> str:

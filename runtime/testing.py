@@ -18,6 +18,7 @@ from runtime.journal.sqlite.leases import (
     LeaseOp,
     LeaseRow,
     decide,
+    ends_ms,
     holds,
     now_ms,
     owner_text,
@@ -336,6 +337,7 @@ def _lease(run_id: str, row: LeaseRow, now: int, owner: Owner | None = None) -> 
         now,
         live=holds(row, now),
         wall_offset_ms=wall_offset_ms(now),
+        ends_ms=ends_ms(row, now),
     )
 
 

@@ -26,7 +26,14 @@ from typing import Any, Self
 
 from runtime import records as R
 from runtime.agent import Agent
-from runtime.errors import BideError, ConfigError, CorruptJournal, RunBusy, StorageError
+from runtime.errors import (
+    BideError,
+    ConfigError,
+    CorruptJournal,
+    LeaseLost,
+    RunBusy,
+    StorageError,
+)
 from runtime.holding import Holding
 from runtime.journal.journal import Journal
 from runtime.journal.protocol import Wakeups
@@ -40,8 +47,9 @@ __all__ = ["Worker"]
 
 log = get_logger(__name__)
 
-RECONCILE_BATCH = 50
-"""Halted runs looked at per poll for reconcilers that are due."""
+RECONCILE_PAGE = 200
+"""Halted runs read per query when looking for reconcilers that are due (every halted run is
+looked at, a page at a time)."""
 
 RECONCILE_IDLE = 30.0
 """Seconds before a halted run with nothing due to reconcile is looked at again."""
@@ -228,8 +236,9 @@ class Worker:
         except CorruptJournal as exc:
             # Not the journal failing but the run's own records damaged: every drive fails alike.
             self._skip(run_id, f"{type(exc).__name__}: {exc}")
-        except StorageError as exc:
-            # The journal failed under the drive: the run stays claimable (by this worker too).
+        except (StorageError, LeaseLost) as exc:
+            # The journal failed under the drive, or its lease ended (taken over, or not renewed
+            # in time to send): the run stays claimable (by this worker too).
             log.error("worker_drive_failed", worker=self.name, run_id=run_id, error=str(exc))
         except BideError as exc:
             self._skip(run_id, f"{type(exc).__name__}: {exc}")
@@ -241,11 +250,25 @@ class Worker:
             self._wake.set()
 
     async def _reconcile_halted(self) -> None:
-        """Try the reconcilers of halted runs whose next try is due (backoff per call)."""
-        clock = time.time_ns() // 1_000_000
-        page = await self.journal.list_runs(status="halted", limit=RECONCILE_BATCH)
-        for row in page.runs:
-            run_id = row.run_id
+        """Try the reconcilers of halted runs whose next try is due (backoff per call): every
+        halted run, earliest due first, whatever the number of runs halted before or after it."""
+        clock = await self.journal.store.clock_ms()
+        halted: list[str] = []
+        cursor: str | None = None
+        while True:
+            page = await self.journal.list_runs(
+                status="halted", limit=RECONCILE_PAGE, before=cursor
+            )
+            halted += [row.run_id for row in page.runs]
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        still = set(halted)
+        for run_id in list(self._due):
+            if run_id not in still:
+                del self._due[run_id]  # no longer halted: resolved, resumed or ended
+        due_first = sorted(halted, key=lambda run_id: self._due.get(run_id, 0) or 0)
+        for run_id in due_first:
             if run_id in self.skipped or run_id in self._active or self._stopping.is_set():
                 continue
             due = self._due.get(run_id, 0)
@@ -285,7 +308,8 @@ class Worker:
                 # when the earliest is due, as its last try journaled (another drive's try, maybe),
                 # else later.
                 state = await self.journal.require(run_id)
-                self._due[run_id] = due_ms(state) or clock + int(RECONCILE_IDLE * 1000)
+                idle = clock + int(RECONCILE_IDLE * 1000)
+                self._due[run_id] = min(due_ms(state) or idle, idle)
 
     def _agent_for(self, run_id: str) -> AbstractAsyncContextManager[Agent]:
         if self.agent is not None:

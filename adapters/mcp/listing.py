@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import json
 import math
 import threading
@@ -95,6 +96,7 @@ async def tools(
     max_schema_bytes: int = DEFAULT_MAX_SCHEMA_BYTES,
     durable_elicitation: bool = False,
     reconcile: Mapping[str, str | Reconciler] | None = None,
+    settle: Mapping[str, float] | None = None,
 ) -> list[Tool]:
     """List every tool of a connected MCP session and wrap each one as a bide ``Tool``.
 
@@ -123,7 +125,10 @@ async def tools(
 
     ``reconcile`` pairs a SIDE_EFFECT tool with a lookup tool of the same server that settles
     its halts (``{"charge": "find_charge"}``, see ``adapters.mcp.reconcile``), or with a
-    reconciler function of the host's.
+    reconciler function of the host's. ``settle`` declares, per reconciled side effect, the
+    seconds its server may take to apply a request after it left (``{"charge": 30}``): only then
+    may a lookup's *absent* settle a halt as not executed (``runtime.reconcile``). A server's tool
+    inherits none: without it, *absent* leaves the halt for a person.
 
     Raises ``ProtocolError`` if the server's list breaks the protocol (see ``docs/mcp.md``).
     """
@@ -147,6 +152,7 @@ async def tools(
     if not isinstance(reconcile, Mapping | None):
         raise ConfigError("reconcile maps a tool's name to a lookup tool's name or a function")
     pairs = dict(reconcile or {})
+    settles = _settle_map(settle)
 
     server = held._name
     stop = threading.Event()
@@ -166,7 +172,8 @@ async def tools(
     finally:
         stop.set()
     seen = {spec.name for spec, _ in prepared}
-    for option, names in (("safety", safety_of), ("approval", approval_of), ("reconcile", pairs)):
+    named = (("safety", safety_of), ("approval", approval_of), ("reconcile", pairs))
+    for option, names in (*named, ("settle", settles)):
         for name in names:
             if name not in seen:
                 raise ConfigError(
@@ -181,6 +188,13 @@ async def tools(
                 f"reconcile names {spec.name}, which is {spec.safety.value}: only a SIDE_EFFECT "
                 "halts, so only one takes a reconciler"
             )
+        if spec.name in settles:
+            if spec.name not in pairs:
+                raise ConfigError(
+                    f"settle names {spec.name}, which has no reconciler (reconcile=): a settle "
+                    "time only tells when a reconciler's absent may settle a halt"
+                )
+            spec = dataclasses.replace(spec, settle=settles[spec.name])
         wrapped.append(
             MCPTool(
                 held,
@@ -191,6 +205,20 @@ async def tools(
             )
         )
     return _paired(wrapped, pairs) if pairs else wrapped
+
+
+def _settle_map(settle: Mapping[str, float] | None) -> dict[str, float]:
+    if not isinstance(settle, Mapping | None):
+        raise ConfigError("settle maps a side effect's name to seconds")
+    found: dict[str, float] = {}
+    for name, seconds in (settle or {}).items():
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds >= 0:
+            raise ConfigError(
+                f"settle[{safe_repr(name)}] must be a number of seconds, zero or more, not "
+                f"{safe_repr(seconds)}"
+            )
+        found[name] = float(seconds)
+    return found
 
 
 def _paired(wrapped: list[Tool], pairs: Mapping[str, str | Reconciler]) -> list[Tool]:

@@ -30,6 +30,7 @@ __all__ = [
     "LeaseRow",
     "boot_pattern",
     "decide",
+    "ends_ms",
     "holds",
     "now_ms",
     "owner_text",
@@ -103,6 +104,18 @@ def holds(row: LeaseRow, now: int) -> bool:
     if clock is None:
         return expires > time.time_ns() // 1_000_000
     return clock == boot_id() and expires > now
+
+
+def ends_ms(row: LeaseRow, now: int) -> int | None:
+    """When a lease row's lease ends, on the journal's clock, where its expiry is on another
+    clock: 0 (before this boot began) for another boot's, the expiry moved onto this clock for
+    an older bide's wall-clock lease; None when the expiry is on the journal's clock."""
+    clock = _clock_of(row[1])
+    if clock == boot_id():
+        return None
+    if clock is not None:
+        return 0
+    return row[4] - wall_offset_ms(now)
 
 
 @functools.cache

@@ -31,6 +31,7 @@ from runtime.journal.protocol import (
 from runtime.journal.sqlite.batch import AppendOp, CreateOp, IndexOp, LeaseOp
 from runtime.journal.sqlite.leases import (
     boot_pattern,
+    ends_ms,
     holds,
     now_ms,
     owner_text,
@@ -312,6 +313,7 @@ def _held(run_id: str, row: Any, now: int, owner: Owner | None = None) -> Lease:
         now,
         live=holds(row, now),
         wall_offset_ms=wall_offset_ms(now),
+        ends_ms=ends_ms(row, now),
     )
 
 
