@@ -105,12 +105,15 @@ def already_so(state: RunState, call: CallState, resolution: Resolution, attempt
     was never made."""
     k, now = attempt, call.attempt
     ids = f"call {call.call.id!r} of run {state.run_id!r}"
-    if k > now or (k == now and call.marker is None and call.result is None):
-        where = f"attempt {k} was not made"
-        if k > now:
-            where = f"it is on attempt {now}, {_standing(call)}"
+    if k > now:
         raise ConfigError(
-            f"{ids} is not halted ({where}); only a halted attempt can be resolved",
+            f"{ids} has no attempt {k}: it is on attempt {now} ({_standing(call)})",
+            run_id=state.run_id,
+            call_id=call.call.id,
+        )
+    if k == now and call.marker is None and call.result is None:
+        raise ConfigError(
+            f"{ids} is not halted (attempt {k} was not made); only a halted call can be resolved",
             run_id=state.run_id,
             call_id=call.call.id,
         )
