@@ -373,6 +373,7 @@ class Calls:
             arguments=cs.call.arguments,
             attempted_at_ms=marker.created_ms if marker is not None else None,
             cause=cause,
+            attempt=cs.attempt,
         )
         log.warning("tool_halted", call_id=cs.call.id, tool=cs.call.name, cause=cause)
         return halt

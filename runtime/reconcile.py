@@ -282,6 +282,7 @@ async def in_drive(drive: Drive, cs: CallState, *, owner_gone: bool) -> Verdict 
     tool = drive.agent.tools.get(cs.call.name)
     if tool is None or reconciler_of(tool) is None:
         return None
+    judged = cs.attempt  # the verdict is about this attempt, whatever happens meanwhile
     # The attempt of an owner this drive took the lease from ended no later than this drive's
     # lease began (that lease had expired or been released, or its process was gone).
     lease = drive.holding.lease
@@ -305,9 +306,16 @@ async def in_drive(drive: Drive, cs: CallState, *, owner_gone: bool) -> Verdict 
         if verdict.outcome == "value"
         else Resolution.not_executed()
     )
-    payload = resolution_payload(cs, resolution, by=verdict.by, evidence=verdict.detail)
+    payload = resolution_payload(
+        cs, resolution, attempt=judged, by=verdict.by, evidence=verdict.detail
+    )
     payload["resolved"]["reconciler"] = verdict.reconciler
-    appended = await drive.append(R.result_key(cs.call.id, cs.attempt), R.RESULT, payload)
+    appended = await drive.append(
+        R.result_key(cs.call.id, judged),
+        R.RESULT,
+        payload,
+        unless=R.attempt_key(cs.call.id, judged + 1),
+    )
     log.info(
         "call_reconciled",
         call_id=cs.call.id,
@@ -372,6 +380,7 @@ async def settle_run(
                     run_id,
                     call.call.id,
                     resolution,
+                    attempt=call.attempt,  # the attempt it looked up, read before it did
                     by=verdict.by,
                     evidence=verdict.detail,
                     reconciler=verdict.reconciler,

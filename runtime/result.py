@@ -36,12 +36,15 @@ class Halt:
     arguments: Any
     attempted_at_ms: int | None
     cause: str
+    attempt: int | None = None
+    """The attempt it halted on (a resolution names it from the call's second attempt on)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
             "call_id": self.call_id,
             "tool": self.tool,
             "arguments": self.arguments,
+            "attempt": self.attempt,
             "attempted_at_ms": self.attempted_at_ms,
             "cause": self.cause,
         }

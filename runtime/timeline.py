@@ -233,7 +233,8 @@ def _now(tl: Timeline, origin: int) -> list[str]:
     for stop in tl.halted:
         when = f" at {_offset(stop.attempted_at_ms - origin)}" if stop.attempted_at_ms else ""
         what = (
-            f"{stop.call_id} {stop.tool} was attempted{when} and has no result: it may have acted"
+            f"{stop.call_id} {stop.tool} was attempted{when} (attempt {stop.attempt or 1}) and "
+            "has no result: it may have acted"
         )
         if stop.cause:
             what += f" (when it halted: {stop.cause})"

@@ -157,3 +157,9 @@ class Invocation:
         if given:
             words = ("--db", redact(given), *words)  # a URL's password stays out of the output
         return " ".join([self.prog, name, *(shlex.quote(w) for w in words)])
+
+    def resolve_command(self, run_id: str, call_id: str, attempt: int | None) -> str:
+        """The ``resolve`` command to suggest for a halted call: from its second attempt on it
+        names the attempt (``--attempt N``), as ``resolve`` then requires."""
+        named = () if (attempt or 1) == 1 else ("--attempt", str(attempt))
+        return self.command("resolve", run_id, call_id, *named)

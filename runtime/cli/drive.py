@@ -222,12 +222,13 @@ def _report(inv: Invocation, result: RunResult) -> None:
     elif result.status is RunStatus.COMPLETED and result.output is not None:
         inv.out(result.output)
     for halt in result.halts:
+        resolve = inv.resolve_command(run_id, halt.call_id, halt.attempt)
         log.warning(
             "run_halted",
             call_id=halt.call_id,
             tool=halt.tool,
-            next=f"`{inv.command('resolve', run_id, halt.call_id)} --succeeded JSON | --failed "
-            f"TEXT | --not-executed`, then `{inv.command('resume', run_id)}`",
+            next=f"`{resolve} --succeeded JSON | --failed TEXT | --not-executed`, then "
+            f"`{inv.command('resume', run_id)}`",
         )
     for wait in result.waiting:
         what = f"approval of {wait.call_id} {wait.tool}"

@@ -41,6 +41,13 @@ def _resolve_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="it never acted; the next resume attempts the call again",
     )
+    parser.add_argument(
+        "--attempt",
+        metavar="N",
+        type=_positive,
+        help="the attempt you looked into (as `show` names it); needed once the call has been "
+        "attempted more than once. Refused if the call has moved on to another attempt",
+    )
     parser.add_argument("--by", metavar="NAME", help="who resolves it (default: your login name)")
     parser.add_argument("--evidence", metavar="TEXT", help="how you know (journaled with it)")
     parser.add_argument(
@@ -52,6 +59,12 @@ def _resolve_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"an attempt is a positive integer, not {text!r}")
+    return int(text)
+
+
 async def _resolve(inv: Invocation) -> int:
     args = inv.args
     resolution = _resolution(args)
@@ -60,15 +73,17 @@ async def _resolve(inv: Invocation) -> int:
             args.run_id,
             args.call_id,
             resolution,
+            attempt=args.attempt,
             by=operator(inv),
             evidence=args.evidence,
             force=args.force,
         )
     outcome = RESOLVED[resolution.outcome]
+    which = f" attempt {args.attempt}" if args.attempt is not None else ""
     if recorded:
-        inv.out(f"resolved call {args.call_id} of run {args.run_id}: {outcome}")
+        inv.out(f"resolved call {args.call_id}{which} of run {args.run_id}: {outcome}")
     else:
-        inv.out(f"call {args.call_id} of run {args.run_id} was already resolved {outcome}")
+        inv.out(f"call {args.call_id}{which} of run {args.run_id} was already resolved {outcome}")
     inv.out(f"continue the run: {inv.command('resume', args.run_id)}")
     return 0
 
@@ -110,7 +125,7 @@ async def _cancel(inv: Invocation) -> int:
     else:
         inv.out(f"cancel was already requested for run {args.run_id}")
     for stop in halted:  # cancelling ends the run; it does not say whether the call acted
-        resolve = inv.command("resolve", args.run_id, stop.call_id)
+        resolve = inv.resolve_command(args.run_id, stop.call_id, stop.attempt)
         inv.out(
             printable(
                 f"note: {stop.call_id} {stop.tool} was attempted and has no result, and stays "
@@ -129,15 +144,19 @@ COMMANDS = (
             "Resolve a halted call: its side effect was attempted and its result never reached\n"
             "the journal. Find out what happened (the provider's records, the idempotency key),\n"
             "then say so; the first resolution wins and is journaled with --by and --evidence.\n"
-            "The same resolution again changes nothing; a different one, or a call that is not\n"
-            "halted, is refused (exit 2). A call still in flight (the process that attempted it\n"
+            "A resolution judges one attempt of the call: name it with --attempt N once the\n"
+            "call has been attempted more than once (`show` names the attempt it halted on).\n"
+            "The same resolution again changes nothing; a different one, one for an attempt the\n"
+            "call has moved on from, or a call that is not halted, is refused (exit 2), naming\n"
+            "the call's current attempt. A call still in flight (the process that attempted it\n"
             "holds a live lease: it is running now) is refused (exit 6) unless --force.\n"
             "Then `resume` continues the run."
         ),
         example=(
             '  {prog} resolve inv-7 c3 --succeeded \'{{"charge_id": "ch_1"}}\' '
             "--evidence 'ledger row ch_1'\n"
-            "  {prog} resolve inv-7 c3 --not-executed --by alice --evidence 'no such charge'"
+            "  {prog} resolve inv-7 c3 --not-executed --by alice --evidence 'no such charge'\n"
+            "  {prog} resolve inv-7 c3 --attempt 2 --failed 'card declined'"
         ),
         arguments=_resolve_arguments,
         handler=_resolve,

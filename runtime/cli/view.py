@@ -127,7 +127,7 @@ async def _show(inv: Invocation) -> int:
     for line in render(told):
         inv.out(line)
     for stop in told.halted:
-        resolve = inv.command("resolve", run_id, stop.call_id)
+        resolve = inv.resolve_command(run_id, stop.call_id, stop.attempt)
         inv.out(
             printable(f"  resolve it: {resolve} --succeeded JSON | --failed TEXT | --not-executed")
         )

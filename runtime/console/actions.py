@@ -50,23 +50,40 @@ class ResolveAction:
     resolution: Resolution
     by: str | None
     evidence: str | None
+    attempt: int | None = None
+    """The attempt the page showed the operator; the resolution judges that one only."""
 
     def preview(self, state: RunState) -> Preview:
         call = state.calls.get(self.call_id)
         if call is None:
             raise ConfigError(f"run {self.run_id!r} has no call {self.call_id!r}")
+        k = self.attempt if self.attempt is not None else call.attempt
         said = {"value": "succeeded", "error": "failed", "not_executed": "not executed"}
-        payload = resolution_payload(call, self.resolution, by=self.by, evidence=self.evidence)
+        payload = resolution_payload(
+            call, self.resolution, attempt=k, by=self.by, evidence=self.evidence
+        )
+        warning = None
+        if k != call.attempt:
+            warning = (
+                f"this call is on attempt {call.attempt} now, not attempt {k}: a resolution of "
+                f"attempt {k} will be refused unless the journal says so already"
+            )
         return Preview(
-            f"resolve call {self.call_id} ({call.call.name}) of run {self.run_id} as "
-            f"{said[self.resolution.outcome]}",
+            f"resolve attempt {k} of call {self.call_id} ({call.call.name}) of run "
+            f"{self.run_id} as {said[self.resolution.outcome]}",
             "result",
             payload,
+            warning,
         )
 
     async def apply(self, journal: Journal) -> str:
         new = await journal.resolve(
-            self.run_id, self.call_id, self.resolution, by=self.by, evidence=self.evidence
+            self.run_id,
+            self.call_id,
+            self.resolution,
+            attempt=self.attempt,
+            by=self.by,
+            evidence=self.evidence,
         )
         return "resolved" if new else "already resolved so"
 
@@ -185,6 +202,7 @@ def parse_action(run_id: str, form: Mapping[str, str], *, by: str | None) -> Act
             _resolution(form),
             by,
             text.get("evidence") or None,
+            _attempt(text.get("attempt")),
         )
     if what in ("approve", "deny"):
         if not by:
@@ -237,6 +255,16 @@ def _resolution(form: Mapping[str, str]) -> Resolution:
     if outcome == "not_executed":
         return Resolution.not_executed()
     raise ConfigError("say what happened: succeeded, failed or not executed")
+
+
+def _attempt(text: str | None) -> int | None:
+    """The attempt a resolve form names (its page's); None when a hand-made form names none,
+    which ``Journal.resolve`` accepts only while the call has had one attempt."""
+    if not text:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise ConfigError(f"the form's attempt is a positive integer, not {text!r}")
+    return int(text)
 
 
 def _json(text: str, what: str) -> Any:

@@ -66,12 +66,13 @@ def stop_forms(tl: Timeline, stop: Stop, csrf: str, operator: str | None) -> Htm
     forms: list[Html] = []
     cid = stop.call_id
     if stop.kind == "halted":
+        n = str(stop.attempt or 1)  # the attempt shown: a resolution from this page judges it
         head += Html(
             "<p>attempt {n} was marked at {when} and has no result: it may have acted. Find out "
             "(the provider's records, by the call's idempotency key <code class=key>{key}</code>), "
             "then say what happened.</p>"
         ).format(
-            n=stop.attempt or 1,
+            n=n,
             when=when(stop.attempted_at_ms),
             key=idempotency_key_for(tl.run_id, cid),
         )
@@ -79,7 +80,7 @@ def stop_forms(tl: Timeline, stop: Stop, csrf: str, operator: str | None) -> Htm
             _form(
                 tl.run_id,
                 csrf,
-                _hidden(action="resolve", call_id=cid, outcome="succeeded")
+                _hidden(action="resolve", call_id=cid, attempt=n, outcome="succeeded")
                 + Html(
                     "<label>result the model will see (JSON) <textarea name=value "
                     "class=resolve-value required>{}</textarea></label>"
@@ -93,7 +94,7 @@ def stop_forms(tl: Timeline, stop: Stop, csrf: str, operator: str | None) -> Htm
             _form(
                 tl.run_id,
                 csrf,
-                _hidden(action="resolve", call_id=cid, outcome="failed")
+                _hidden(action="resolve", call_id=cid, attempt=n, outcome="failed")
                 + Html(
                     "<label>error the model will see <input name=error class=resolve-error "
                     "required></label><label>evidence <input name=evidence class=evidence></label>"
@@ -106,7 +107,7 @@ def stop_forms(tl: Timeline, stop: Stop, csrf: str, operator: str | None) -> Htm
             _form(
                 tl.run_id,
                 csrf,
-                _hidden(action="resolve", call_id=cid, outcome="not_executed")
+                _hidden(action="resolve", call_id=cid, attempt=n, outcome="not_executed")
                 + Html("<label>evidence <input name=evidence class=evidence></label>"),
                 "resolve: not executed…",
                 css="resolve-not-executed",

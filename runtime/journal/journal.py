@@ -21,6 +21,7 @@ from runtime.journal.resolution import (
     check_storable,
     ended,
     judged,
+    judged_attempt,
     resolution_payload,
 )
 from runtime.journal.sqlite import BUSY_TIMEOUT_MS
@@ -194,6 +195,7 @@ class Journal:
         call_id: str,
         resolution: Resolution,
         *,
+        attempt: int | None = None,
         by: str | None = None,
         evidence: str | None = None,
         force: bool = False,
@@ -201,16 +203,27 @@ class Journal:
     ) -> bool:
         """Say what happened to a halted call. True if recorded, False if it was already so.
 
-        The first resolution wins; the same one again is a no-op; a different one, or one for
-        a call that is not halted, is refused. A call still in flight (attempted under the
-        lease of a live owner: it is running now) is refused with ``RunBusy``; ``force``
-        records the resolution anyway, journaled as forced: if it says "not executed" while
-        the effect is in fact running, the next attempt may act a second time. ``reconciler``
-        names the reconciler whose conclusion this is (``runtime.reconcile``), journaled.
+        ``attempt`` names the attempt the resolution judged (1 for the first). It may be left
+        out only while the call has had one attempt; once a call has been attempted again, a
+        resolution that does not name its attempt is refused. A resolution is recorded only
+        for the call's current attempt, attempted and without a result: one for an attempt the
+        call has moved on from is refused (``ConflictError`` naming the current attempt), so a
+        verdict on attempt 1 never settles attempt 2, which nobody looked at.
+
+        The first resolution wins; the same one again for the same attempt is a no-op; a
+        different one, or one for a call that is not halted, is refused. A call still in flight
+        (attempted under the lease of a live owner: it is running now) is refused with
+        ``RunBusy``; ``force`` records the resolution anyway, journaled as forced: if it says
+        "not executed" while the effect is in fact running, the next attempt may act a second
+        time. ``reconciler`` names the reconciler whose conclusion this is
+        (``runtime.reconcile``), journaled.
         """
         started_ns = tracing.now_ns()
         state = await self.require(run_id)
         call = call_of(state, call_id)
+        k = judged_attempt(state, call, attempt)
+        if already_so(state, call, resolution, k):
+            return False
         lease = await self.store.lease(run_id)
         driving = lease if is_alive(lease) else None
         if call in state.in_flight(driving) and not force:
@@ -225,9 +238,7 @@ class Journal:
                 lease=driving,
                 run_id=run_id,
             )
-        if already_so(state, call, resolution):
-            return False
-        payload = resolution_payload(call, resolution, by=by, evidence=evidence)
+        payload = resolution_payload(call, resolution, attempt=k, by=by, evidence=evidence)
         if reconciler is not None:
             payload["resolved"]["reconciler"] = reconciler
         if force and driving is not None:
@@ -237,12 +248,25 @@ class Journal:
             }
         check_storable(payload, "resolution")
         faults.crashpoint("resolve.before_record")
-        key = R.result_key(call_id, call.attempt)
-        appended = await self.store.append(run_id, key, R.RESULT, payload)
+        # The key is attempt k's own, so a resolution of k cannot land once k is settled; the
+        # guard refuses it once attempt k + 1 is marked, whatever else the journal holds.
+        appended = await self.store.append(
+            run_id,
+            R.result_key(call_id, k),
+            R.RESULT,
+            payload,
+            unless=R.attempt_key(call_id, k + 1),
+        )
         if appended.won and appended.record is not None:
             state.add(appended.record)
             await self._mark_ready(state)
-            log.info("call_resolved", run_id=run_id, call_id=call_id, outcome=resolution.outcome)
+            log.info(
+                "call_resolved",
+                run_id=run_id,
+                call_id=call_id,
+                attempt=k,
+                outcome=resolution.outcome,
+            )
             tracing.resolved(
                 run_id=run_id,
                 call_id=call_id,
@@ -254,12 +278,15 @@ class Journal:
                 started_ns=started_ns,
             )
             return True
-        winner = appended.record.payload if appended.record else {}
-        if winner.get("resolved") and resolution.same_as(winner):
+        # Someone wrote first (a resolution, the call's own result, the next attempt's marker):
+        # judge again by what the journal says now.
+        state = await self.require(run_id)
+        call = call_of(state, call_id)
+        if already_so(state, call, resolution, k):
             return False
         raise ConflictError(
-            f"call {call_id!r} of run {run_id!r} was resolved or finished meanwhile "
-            f"({winner.get('outcome')}); a different resolution is refused",
+            f"call {call_id!r} of run {run_id!r}: attempt {k + 1} was marked though attempt {k} "
+            f"has no result; a resolution of attempt {k} is refused",
             run_id=run_id,
             call_id=call_id,
         )

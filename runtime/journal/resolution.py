@@ -24,6 +24,7 @@ __all__ = [
     "check_storable",
     "ended",
     "judged",
+    "judged_attempt",
     "resolution_payload",
 ]
 
@@ -74,53 +75,101 @@ class Resolution:
         return True
 
 
-def already_so(state: RunState, call: CallState, resolution: Resolution) -> bool:
-    """True if ``resolution`` is what the journal already says of ``call`` (recording it again
-    changes nothing); ``ConflictError`` if the journal says otherwise, ``ConfigError`` if the
-    call is not halted. False: the resolution may be recorded."""
-    k = call.attempt
-    last = call.last_resolution
-    if last is not None and resolution.same_as(last.payload):
-        resolved_attempt = last.payload.get("attempt")
-        if (resolved_attempt == k and call.result is last) or (
-            resolution.outcome == "not_executed"
-            and resolved_attempt == k - 1
-            and call.marker is None
-        ):
-            return True
-    if call.result is not None:
-        how = "was resolved" if call.result.payload.get("resolved") else "has a result"
-        raise ConflictError(
-            f"call {call.call.id!r} of run {state.run_id!r} {how} already "
-            f"({call.result.payload.get('outcome')}); a different resolution is refused",
-            run_id=state.run_id,
-            call_id=call.call.id,
-        )
-    if not call.unknown_outcome:
-        if last is not None and last.payload.get("attempt") == k - 1 and call.marker is None:
+def judged_attempt(state: RunState, call: CallState, attempt: int | None) -> int:
+    """The attempt a resolution judges: ``attempt`` when it is named; unnamed, the call's only
+    attempt. A call that has had several attempts needs it named (``ConflictError`` naming the
+    current one): "not executed" said again after a new attempt started would be taken for a
+    verdict on an attempt nobody looked at."""
+    if attempt is None:
+        made = max(call.markers, default=1)
+        if made > 1:
             raise ConflictError(
-                f"call {call.call.id!r} of run {state.run_id!r} was resolved as not executed "
-                "already; a different resolution is refused",
+                f"call {call.call.id!r} of run {state.run_id!r} has had {made} attempts and is "
+                f"on attempt {call.attempt}: name the attempt this resolution judged "
+                f"(--attempt {call.attempt} if it is the current one)",
                 run_id=state.run_id,
                 call_id=call.call.id,
             )
+        return 1
+    if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1:
+        raise ConfigError(f"an attempt is a positive integer (1 for the first), not {attempt!r}")
+    return attempt
+
+
+def already_so(state: RunState, call: CallState, resolution: Resolution, attempt: int) -> bool:
+    """True if ``resolution`` of ``attempt`` is what the journal already says of ``call``
+    (recording it again changes nothing); False if it may be recorded: ``attempt`` is the
+    call's current attempt, attempted and without a result. Otherwise refused:
+    ``ConflictError`` if the journal says something else of that attempt or the call has moved
+    on to another attempt (the message names the current one), ``ConfigError`` if the attempt
+    was never made."""
+    k, now = attempt, call.attempt
+    ids = f"call {call.call.id!r} of run {state.run_id!r}"
+    if k > now:
         raise ConfigError(
-            f"call {call.call.id!r} of run {state.run_id!r} is not halted (no attempt without a "
-            "result); only a halted call can be resolved",
+            f"{ids} has no attempt {k}: it is on attempt {now} ({_standing(call)})",
+            run_id=state.run_id,
+            call_id=call.call.id,
+        )
+    if k == now and call.marker is None and call.result is None:
+        raise ConfigError(
+            f"{ids} is not halted (attempt {k} was not made); only a halted call can be resolved",
+            run_id=state.run_id,
+            call_id=call.call.id,
+        )
+    if k < now:  # attempt k was resolved "not executed": the call moved on
+        moved_on = call.marker is not None or call.result is not None
+        if resolution.outcome == "not_executed" and not moved_on:
+            return True
+        why = (
+            "a different resolution is refused"
+            if resolution.outcome != "not_executed"
+            else f"a resolution of attempt {k} is refused"
+        )
+        raise ConflictError(
+            f"{ids}: attempt {k} was resolved as not executed already and the call is on "
+            f"attempt {now} now ({_standing(call)}); {why}",
+            run_id=state.run_id,
+            call_id=call.call.id,
+        )
+    result = call.result
+    if result is not None:
+        if result.payload.get("resolved") and resolution.same_as(result.payload):
+            return True
+        how = "was resolved" if result.payload.get("resolved") else "has a result"
+        raise ConflictError(
+            f"{ids} {how} already ({result.payload.get('outcome')}, attempt {k}); a different "
+            "resolution is refused",
             run_id=state.run_id,
             call_id=call.call.id,
         )
     return False
 
 
+def _standing(call: CallState) -> str:
+    """Where the call's current attempt stands, for a refusal."""
+    if call.result is not None:
+        return f"which has a result ({call.result.payload.get('outcome')})"
+    if call.marker is not None:
+        return "which has no result"
+    return "not attempted yet"
+
+
 def resolution_payload(
-    call: CallState, resolution: Resolution, *, by: str | None, evidence: str | None
+    call: CallState,
+    resolution: Resolution,
+    *,
+    attempt: int,
+    by: str | None,
+    evidence: str | None,
 ) -> dict[str, Any]:
+    """The result record of ``resolution`` of ``call``'s attempt ``attempt``."""
+    marker = call.markers.get(attempt)
     payload: dict[str, Any] = {
         "call_id": call.call.id,
-        "attempt": call.attempt,
+        "attempt": attempt,
         "tool": call.call.name,
-        "safety": (call.marker.payload.get("safety") if call.marker else None),
+        "safety": (marker.payload.get("safety") if marker else None),
         "outcome": resolution.outcome,
         "resolved": {"by": by, "evidence": evidence},
     }

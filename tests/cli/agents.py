@@ -118,9 +118,14 @@ model_crashes = Agent(model=_BuggyModel(), name="buggy")
 # --- a side effect whose outcome is always unknown: the run halts on it --------------------------
 
 
+SENT: list[tuple[str, int]] = []
+"""Every charge request this process sent (the provider's side, not the journal's)."""
+
+
 @tool
 async def charge(customer: str, amount: int) -> dict[str, Any]:
     """Charge a customer; the connection always drops after the request left."""
+    SENT.append((customer, amount))
     raise ToolOutcomeUnknown("the connection dropped after the request left")
 
 

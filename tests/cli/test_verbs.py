@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli.agents import SENT
 from tests.cli.invoke import Cli, child
 
 
@@ -57,7 +58,7 @@ def test_the_same_resolution_again_changes_nothing_and_a_different_one_is_refuse
     other = cli("resolve", "--db", halted, "r", "c1", "--succeeded", "1")
     assert other.code == 2
     assert other.error_line == (
-        "bide: error: call 'c1' of run 'r' was resolved already (error); a different "
+        "bide: error: call 'c1' of run 'r' was resolved already (error, attempt 1); a different "
         "resolution is refused"
     )
     assert "Traceback" not in other.err
@@ -85,6 +86,62 @@ def test_not_executed_lets_the_next_resume_attempt_the_call_again(cli: Cli, halt
         "attempt/c1/1",
         "attempt/c1/2",
     ]
+
+
+def test_not_executed_typed_again_after_the_next_attempt_started_is_refused_naming_it(
+    cli: Cli, halted: str
+) -> None:
+    """The same `resolve` typed again (a retry, a script) once attempt 2 was sent and halted is
+    not taken for a verdict on attempt 2: nothing is recorded and nothing is charged again."""
+    SENT.clear()
+    assert cli("resolve", "--db", halted, "r", "c1", "--not-executed").code == 0
+    same = cli("resolve", "--db", halted, "r", "c1", "--not-executed")
+    assert (same.code, same.out.splitlines()[0]) == (
+        0,
+        "call c1 of run r was already resolved not executed",
+    )
+    assert cli("resume", "--db", halted, "r").code == 4  # attempt 2 was sent and halted
+    assert len(SENT) == 1
+    before = cli("show", "--db", halted, "r", "--json").json()["events"]
+
+    again = cli("resolve", "--db", halted, "r", "c1", "--not-executed")
+    assert (again.code, again.error_line) == (
+        2,
+        "bide: error: call 'c1' of run 'r' has had 2 attempts and is on attempt 2: name the "
+        "attempt this resolution judged (--attempt 2 if it is the current one)",
+    )
+    named = cli("resolve", "--db", halted, "r", "c1", "--attempt", "1", "--not-executed")
+    assert (named.code, named.error_line) == (
+        2,
+        "bide: error: call 'c1' of run 'r': attempt 1 was resolved as not executed already and "
+        "the call is on attempt 2 now (which has no result); a resolution of attempt 1 is "
+        "refused",
+    )
+    assert cli("show", "--db", halted, "r", "--json").json()["events"] == before
+    assert cli("resume", "--db", halted, "r").code == 4  # still halted on attempt 2
+    assert len(SENT) == 1, "a refused resolution let the charge be sent again"
+
+    shown = cli("show", "--db", halted, "r")
+    assert "(attempt 2) and has no result" in shown.out
+    assert f"resolve it: bide resolve --db {halted} r c1 --attempt 2 --succeeded JSON" in shown.out
+    done = cli("resolve", "--db", halted, "r", "c1", "--attempt", "2", "--failed", "declined")
+    assert (done.code, done.out.splitlines()[0]) == (
+        0,
+        "resolved call c1 attempt 2 of run r: failed",
+    )
+    result = cli("show", "--db", halted, "r", "--json").json()["events"][-1]
+    assert (result["key"], result["payload"]["attempt"]) == ("result/c1/2", 2)
+
+
+def test_an_attempt_the_call_never_made_is_refused(cli: Cli, halted: str) -> None:
+    done = cli("resolve", "--db", halted, "r", "c1", "--attempt", "2", "--not-executed")
+    assert (done.code, done.error_line) == (
+        2,
+        "bide: error: call 'c1' of run 'r' has no attempt 2: it is on attempt 1 (which has no "
+        "result)",
+    )
+    zero = cli("resolve", "--db", halted, "r", "c1", "--attempt", "0", "--not-executed")
+    assert zero.code == 2 and "an attempt is a positive integer" in zero.error_line
 
 
 @pytest.mark.parametrize(

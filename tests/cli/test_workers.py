@@ -59,7 +59,9 @@ async def _reconcile(db: Path, ledger: Path) -> int:
                     resolution = Resolution.succeeded({"charged": 5})
                 else:
                     resolution = Resolution.not_executed()
-                await journal.resolve(row.run_id, c.call.id, resolution, by="reconciler")
+                await journal.resolve(
+                    row.run_id, c.call.id, resolution, attempt=c.attempt, by="reconciler"
+                )
                 done += 1
     return done
 

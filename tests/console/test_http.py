@@ -399,3 +399,50 @@ def test_a_cancelled_run_keeps_showing_the_call_that_may_have_acted(db_path: Pat
         assert row is not None
         assert "data-status='cancelled'" in row.group(0)
         assert "halted c" in row.group(0)
+
+
+def _form_fields(page: str, css: str) -> dict[str, str]:
+    """The hidden fields of the page's form of class ``css`` (what a browser would post)."""
+    found = re.search(rf"<form [^>]*class='?[^>]*\b{css}\b[^>]*>(.*?)</form>", page, re.DOTALL)
+    assert found is not None, f"no {css} form"
+    fields = dict(re.findall(r"<input type=hidden name='?([\w-]+)'? value='([^']*)'>", found[1]))
+    return {k: html.unescape(v) for k, v in fields.items()}
+
+
+def test_a_confirm_shown_for_attempt_1_is_refused_once_attempt_2_halted(db_path: Path) -> None:
+    """Two operators open the halted call (attempt 1); one confirms "not executed", a worker
+    runs attempt 2, which halts; the other's confirm, for the attempt its page showed, is
+    refused naming attempt 2, and records nothing that would let attempt 3 charge again."""
+    make(db_path, h1=HALTING)
+    with (
+        TestClient(Console(db_path, token=TOKEN, operator="alice")) as alice,
+        TestClient(Console(db_path, token=TOKEN, operator="bob")) as bob,
+    ):
+        confirms = {}
+        for name, client in (("alice", alice), ("bob", bob)):
+            assert client.get("/?token=" + TOKEN).status_code == 200
+            page = client.get("/run?id=h1").text
+            assert "attempt 1 was marked" in page
+            form = _form_fields(page, "resolve-not-executed")
+            assert form["attempt"] == "1"
+            shown = client.post("/confirm?id=h1", files={k: (None, v) for k, v in form.items()})
+            assert shown.status_code == 200
+            assert "resolve attempt 1 of call c1 (charge) of run h1 as not executed" in shown.text
+            confirms[name] = _form_fields(shown.text, "confirm")
+        files = {k: (None, v) for k, v in confirms["alice"].items()}
+        done = alice.post("/act?id=h1", files=files, follow_redirects=False)
+        assert done.status_code == 303
+        assert cli("--db", str(db_path), "resume", "h1") == 4  # attempt 2 was sent and halted
+        before = records(db_path, "h1")
+
+        files = {k: (None, v) for k, v in confirms["bob"].items()}
+        late = bob.post("/act?id=h1", files=files, follow_redirects=False)
+        assert late.status_code == 409
+        assert "the call is on attempt 2 now" in html.unescape(late.text)
+        assert records(db_path, "h1") == before
+        assert cli("--db", str(db_path), "resume", "h1") == 4  # still halted on attempt 2
+        attempts = [key for key, kind, _ in records(db_path, "h1") if kind == "attempt"]
+        assert attempts == ["attempt/c1/1", "attempt/c1/2"]
+        page = bob.get("/run?id=h1").text
+        assert "attempt 2 was marked" in page
+        assert _form_fields(page, "resolve-not-executed")["attempt"] == "2"

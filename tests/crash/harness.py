@@ -714,16 +714,17 @@ class _Attempt:
                 resolution = Resolution.succeeded(self._answer(fired[0], cs))
             else:
                 resolution = Resolution.not_executed()
+            k = cs.attempt  # the attempt the ledger was read for
             while self.resolve_crashes:
                 await self._crash_a_resolver(
-                    run_id, cs.call.id, resolution, self.resolve_crashes.pop(0)
+                    run_id, cs.call.id, k, resolution, self.resolve_crashes.pop(0)
                 )
             journal = await self._open_journal()
             recorded = await journal.resolve(
-                run_id, cs.call.id, resolution, by="crash-reconciler", evidence="ledger"
+                run_id, cs.call.id, resolution, attempt=k, by="crash-reconciler", evidence="ledger"
             )
             again = await journal.resolve(
-                run_id, cs.call.id, resolution, by="crash-reconciler", evidence="ledger"
+                run_id, cs.call.id, resolution, attempt=k, by="crash-reconciler", evidence="ledger"
             )
             if again:
                 self.outcome.violate(f"resolving {run_id}/{cs.call.id} twice recorded it twice")
@@ -731,14 +732,15 @@ class _Attempt:
                 self.outcome.violate(f"{run_id}/{cs.call.id} was halted and its resolution a no-op")
 
     async def _crash_a_resolver(
-        self, run_id: str, call_id: str, resolution: Resolution, crash: str
+        self, run_id: str, call_id: str, attempt: int, resolution: Resolution, crash: str
     ) -> None:
         how = {"value": ["--succeeded", json.dumps(resolution.value)]}.get(
             resolution.outcome, ["--not-executed"]
         )
         if resolution.outcome == "error":
             how = ["--failed", resolution.error or "failed"]
-        words = ["resolve", run_id, call_id, *how, "--by", "crash-resolver"]
+        words = ["resolve", run_id, call_id, "--attempt", str(attempt), *how]
+        words += ["--by", "crash-resolver"]
         child = await self._spawn("resolve", self._cli(words), crash=crash)
         if not child.sigkilled:
             self.outcome.violate(

@@ -75,7 +75,9 @@ async def reconcile(url: str, ledger: Path, runs: int) -> int:
                     resolution = Resolution.succeeded({"charged": 5})
                 else:
                     resolution = Resolution.not_executed()
-                await journal.resolve(row.run_id, c.call.id, resolution, by="reconciler")
+                await journal.resolve(
+                    row.run_id, c.call.id, resolution, attempt=c.attempt, by="reconciler"
+                )
                 done += 1
     return done
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -187,6 +188,45 @@ async def test_the_drive_that_halts_settles_found_at_once_and_never_its_own_abse
         assert tried[1].outcome == "not_executed"
         assert await journal.status("absent") == "orphaned"  # ready for a worker
     assert len(provider.charges) == 1
+
+
+async def test_a_slow_absent_about_attempt_1_is_not_recorded_against_attempt_2(
+    db_path: Path,
+) -> None:
+    """While one worker's reconciler is still looking attempt 1 up, another settles attempt 1
+    "not executed" and a drive sends attempt 2, which halts. The slow "absent" judged attempt
+    1: it is refused, not recorded as attempt 2's resolution, and no attempt 3 is sent."""
+    sent: list[int] = []
+    looked_up: list[int] = []
+    meanwhile: list[Callable[[], Awaitable[None]]] = []
+
+    async def find(attempt: Attempt) -> Found | Absent | Unknown:
+        looked_up.append(attempt.attempt)
+        if meanwhile:
+            await meanwhile.pop()()
+            return Absent("no charge with this key when it looked")
+        return Unknown("provider busy")
+
+    @tool(name="charge", reconcile=find, settle=0)
+    async def charge(amount: int) -> dict[str, int]:
+        sent.append(amount)
+        raise ToolOutcomeUnknown("connection reset after sending")
+
+    agent = Agent(model=ScriptedModel(SCRIPT), tools=[charge])
+    async with Journal(db_path) as journal:
+        await crashed_after_marker(journal, Provider(), charged=False)
+
+        async def another_worker() -> None:
+            assert await journal.resolve("r", "c1", Resolution.not_executed(), by="worker-2")
+            assert (await agent.resume("r", journal=journal)).status is RunStatus.HALTED
+
+        meanwhile.append(another_worker)
+        assert await settle_run(journal, agent.tools, "r", now=True) == []
+        assert looked_up[0] == 1 and sent == [5]  # attempt 2 was sent, and halted
+        c1 = (await journal.require("r")).calls["c1"]
+        assert (c1.attempt, sorted(c1.results)) == (2, [1])
+        assert (await agent.resume("r", journal=journal)).status is RunStatus.HALTED
+        assert sent == [5], "attempt 3 was sent on a verdict about attempt 1"
 
 
 class _NeverStored(dict[str, int]):

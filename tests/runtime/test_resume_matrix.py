@@ -241,8 +241,11 @@ async def test_not_executed_twice_is_a_no_op_and_then_a_different_resolution_is_
     await halt_at_charge(journal, ledger)
     assert await journal.resolve("r", "c3", Resolution.not_executed())
     assert not await journal.resolve("r", "c3", Resolution.not_executed())
+    assert not await journal.resolve("r", "c3", Resolution.not_executed(), attempt=1)
     with pytest.raises(ConflictError):
         await journal.resolve("r", "c3", Resolution.failed("no"))
+    with pytest.raises(ConflictError):
+        await journal.resolve("r", "c3", Resolution.failed("no"), attempt=1)
 
 
 async def test_an_unknown_tool_name_is_an_error_result_and_nothing_runs(journal: Journal) -> None:
@@ -280,3 +283,94 @@ async def test_arguments_failing_the_schema_are_an_error_result_and_the_tool_nev
     assert is_error and content["type"] == "invalid_arguments"
     assert ledger.executions == []
     assert state.calls["c1"].markers == {}, "a call refused before sending writes no marker"
+
+
+async def test_a_resolution_is_bound_to_the_attempt_it_judged(journal: Journal) -> None:
+    """Not executed said again once attempt 2 was sent and halted is not attempt 2's
+    resolution: unnamed it is refused as ambiguous, naming attempt 1 it is refused as stale,
+    and the next resume sends nothing. Naming attempt 2 resolves attempt 2."""
+    from runtime.errors import ConfigError, ConflictError
+
+    ledger = Ledger()
+    await halt_at_charge(journal, ledger)
+    assert await journal.resolve("r", "c3", Resolution.not_executed())
+    await halt_at_charge_again(journal, ledger)
+    assert ledger.count("charge") == 2
+    with pytest.raises(ConflictError, match=r"has had 2 attempts and is on attempt 2: name"):
+        await journal.resolve("r", "c3", Resolution.not_executed())
+    with pytest.raises(ConflictError, match=r"is on attempt 2 now \(which has no result\)"):
+        await journal.resolve("r", "c3", Resolution.not_executed(), attempt=1)
+    with pytest.raises(ConflictError, match=r"a different resolution is refused"):
+        await journal.resolve("r", "c3", Resolution.succeeded({"charged": 30}), attempt=1)
+    with pytest.raises(ConfigError, match=r"has no attempt 3: it is on attempt 2"):
+        await journal.resolve("r", "c3", Resolution.not_executed(), attempt=3)
+    state = await journal.require("r")
+    assert (state.calls["c3"].attempt, sorted(state.calls["c3"].results)) == (2, [1])
+    await halt_at_charge_again(journal, ledger)
+    assert ledger.count("charge") == 2, "a refused resolution let the charge be sent again"
+
+    assert await journal.resolve("r", "c3", Resolution.failed("declined"), attempt=2)
+    assert not await journal.resolve("r", "c3", Resolution.failed("declined"), attempt=2)
+    resolved = (await journal.require("r")).calls["c3"].result
+    assert resolved is not None and resolved.key == "result/c3/2"
+    assert resolved.payload["attempt"] == 2
+
+
+async def halt_at_charge_again(journal: Journal, ledger: Ledger) -> None:
+    """Resume the run of ``halt_at_charge``: a new attempt, if one is due, is lost again."""
+    from runtime.errors import ToolOutcomeUnknown
+
+    @tool(name="charge")
+    async def lost(customer: str, amount: int, context: ToolContext) -> dict[str, Any]:
+        ledger.executions.append(("charge", {"amount": amount}, context.idempotency_key))
+        raise ToolOutcomeUnknown("connection reset after the request was sent")
+
+    tools = make_tools(ledger)
+    tools["charge"] = lost
+    agent = Agent(model=ScriptedModel(SCRIPT), tools=list(tools.values()))
+    assert (await agent.resume("r", journal=journal)).status is RunStatus.HALTED
+
+
+async def test_a_resolution_overtaken_before_it_commits_is_refused_naming_the_new_attempt(
+    journal: Journal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between a resolver's read (attempt 1 halted) and its append, another resolves attempt 1
+    "not executed" and a drive sends attempt 2: the first resolver's record never lands, and
+    it is told the call moved on to attempt 2."""
+    from runtime.errors import ConflictError
+
+    ledger = Ledger()
+    await halt_at_charge(journal, ledger)
+    store, append = journal.store, journal.store.append
+    overtaken: list[str] = []
+
+    async def overtaking(run_id: str, key: str, *args: Any, **kw: Any) -> Any:
+        if key == R.result_key("c3", 1) and not overtaken:
+            overtaken.append(key)
+            assert await journal.resolve("r", "c3", Resolution.not_executed(), by="first")
+            await halt_at_charge_again(journal, ledger)
+        return await append(run_id, key, *args, **kw)
+
+    monkeypatch.setattr(store, "append", overtaking)
+    with pytest.raises(ConflictError, match=r"is on attempt 2 now"):
+        await journal.resolve("r", "c3", Resolution.not_executed(), by="second")
+    assert overtaken and ledger.count("charge") == 2
+    state = await journal.require("r")
+    assert state.calls["c3"].results[1].payload["resolved"]["by"] == "first"
+    assert 2 not in state.calls["c3"].results
+
+
+async def test_the_store_refuses_a_resolution_of_an_attempt_once_the_next_is_marked(
+    journal: Journal,
+) -> None:
+    """The resolution of attempt k is guarded, in its own transaction, by attempt k + 1's
+    marker: even in a journal whose attempt 2 was marked without attempt 1's result, a
+    resolution of attempt 1 never lands."""
+    from runtime.errors import ConflictError
+
+    await halt_at_charge(journal, Ledger())
+    marker = {"call_id": "c3", "attempt": 2, "tool": "charge", "safety": "side_effect"}
+    await journal.store.append("r", R.attempt_key("c3", 2), R.ATTEMPT, marker)
+    with pytest.raises(ConflictError, match=r"attempt 2 was marked though attempt 1 has no"):
+        await journal.resolve("r", "c3", Resolution.not_executed(), attempt=1)
+    assert await journal.store.get("r", R.result_key("c3", 1)) is None
