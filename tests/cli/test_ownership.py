@@ -194,3 +194,44 @@ def test_two_resumes_started_together_one_drives_and_the_other_is_refused(
     assert out == "looked\n"
     assert f"run r is being driven by process {driver} on host" in err
     assert shown(tmp_path / "bide.db", "r")["status"] == "completed"
+
+
+def _stopped(process: subprocess.Popen[str], timeout: float = 60) -> None:
+    """Wait until ``process`` is stopped (SIGSTOP: state T in /proc)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open(f"/proc/{process.pid}/stat") as f:
+            if f.read().rpartition(")")[2].split()[0] in ("T", "t"):
+                return
+        if process.poll() is not None:
+            raise AssertionError(f"it exited: {process.communicate()}")
+        time.sleep(0.02)
+    raise AssertionError("it never stopped")
+
+
+def test_a_driver_that_wakes_after_its_lease_ended_sends_nothing(tmp_path: Path) -> None:
+    """Stopped right after its marker committed, before the charge left; its lease (1 s) runs
+    out; a resume takes the run over, its reconciler finds no charge and settles the attempt
+    (settle 0), and attempt 2 charges. Woken then, the first driver must not charge: its own
+    deadline for the lease has passed and the renewal it tries is refused."""
+    db, ledger = str(tmp_path / "bide.db"), tmp_path / "ledger"
+    env = {"LEDGER": str(ledger), "SETTLE": "0", "BIDE_LEASE_TTL": "1"}
+    first = spawn(
+        "run", "--db", db, "--agent", "tests.cli.owned:reconciled", "--run-id", "r", "go",
+        BIDE_CRASH="attempt.after_marker@1:stop", **env,
+    )  # fmt: skip
+    try:
+        _stopped(first)
+        time.sleep(1.5)  # its lease runs out
+        second = child("resume", "--db", db, "r", **env)
+        assert second.code == 0, second.err
+        assert ledger.read_text().splitlines() == ["r c1"]  # attempt 2 charged
+    finally:
+        first.send_signal(signal.SIGCONT)
+    out, err = first.communicate(timeout=60)
+    assert ledger.read_text().splitlines() == ["r c1"], "the woken driver charged again"
+    assert first.returncode == 1, out + err
+    assert "sends no side effect" in err or "was taken over" in err, err
+    shown = child("show", "--db", db, "r", "--json")
+    results = json.loads(shown.out)
+    assert results["status"] == "completed"

@@ -96,7 +96,7 @@ async def test_an_agent_file_pairs_a_side_effect_with_its_lookup(tmp_path: Path)
     from runtime import ConfigError
     from tests.conftest import ROOT
 
-    def agent_file(reconcile: str) -> Path:
+    def agent_file(reconcile: str, settle: str = "") -> Path:
         (tmp_path / "s.json").write_text("[]")
         path = tmp_path / "agent.toml"
         path.write_text(
@@ -111,6 +111,7 @@ command = "python"
 args = ["-m", "tests.adapters.mcp.ledger_server"]
 safety = {{ find_charge = "read_only" }}
 reconcile = {{ {reconcile} }}
+settle = {{ {settle} }}
 env = {{ PYTHONPATH = {json.dumps(str(ROOT))}, LEDGER = {json.dumps(str(tmp_path / "l"))} }}
 """
         )
@@ -122,4 +123,49 @@ env = {{ PYTHONPATH = {json.dumps(str(ROOT))}, LEDGER = {json.dumps(str(tmp_path
         assert agent.tools["find_charge"].spec.reconcile is None
     with pytest.raises(ConfigError, match=r"mcp\[ledger\].*fnd_charge"):
         async with open_agent_file(agent_file('charge = "fnd_charge"')):
+            pass
+
+
+async def test_a_side_effect_settles_an_absent_only_after_the_settle_time_it_is_given(
+    tmp_path: Path,
+) -> None:
+    """An MCP side effect inherits no settle time (not its call timeout): without one, the
+    lookup's absent leaves the halt for a person; ``settle`` declares it, for a reconciled tool
+    only."""
+    from adapters.agentfile import open_agent_file
+    from runtime import ConfigError
+    from tests.conftest import ROOT
+
+    def agent_file(settle: str) -> Path:
+        (tmp_path / "s.json").write_text("[]")
+        path = tmp_path / "agent.toml"
+        path.write_text(
+            f"""
+[model]
+provider = "scripted"
+script = "s.json"
+
+[[mcp]]
+name = "ledger"
+command = "python"
+args = ["-m", "tests.adapters.mcp.ledger_server"]
+call_timeout = 2
+safety = {{ find_charge = "read_only" }}
+reconcile = {{ charge = "find_charge" }}
+settle = {{ {settle} }}
+env = {{ PYTHONPATH = {json.dumps(str(ROOT))}, LEDGER = {json.dumps(str(tmp_path / "l"))} }}
+"""
+        )
+        return path
+
+    async with open_agent_file(agent_file("")) as agent:
+        assert agent.tools["charge"].spec.timeout == 2
+        assert agent.tools["charge"].spec.settle is None
+    async with open_agent_file(agent_file("charge = 30")) as agent:
+        assert agent.tools["charge"].spec.settle == 30.0
+    with pytest.raises(ConfigError, match="settle names find_charge, which has no reconciler"):
+        async with open_agent_file(agent_file("find_charge = 30")):
+            pass
+    with pytest.raises(ConfigError, match=r"settle\[.charge.\] must be a number of seconds"):
+        async with open_agent_file(agent_file("charge = -1")):
             pass
