@@ -5,6 +5,7 @@ host, after its lease's TTL from another)."""
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -12,6 +13,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.cli.invoke import child
 from tests.conftest import child_env
@@ -235,3 +238,45 @@ def test_a_driver_that_wakes_after_its_lease_ended_sends_nothing(tmp_path: Path)
     shown = child("show", "--db", db, "r", "--json")
     results = json.loads(shown.out)
     assert results["status"] == "completed"
+
+
+def _faketime(offset: str) -> list[str]:
+    """A command prefix that runs a process with its wall clock moved by ``offset`` (``+120s``,
+    ``-1h``) and its monotonic and boot-time clocks untouched, as an NTP step moves them."""
+    found = shutil.which("faketime")
+    if found is None:
+        pytest.skip("faketime is not installed (Debian's faketime package; .ci/run installs it)")
+    return [found, "-f", offset]
+
+
+@pytest.mark.parametrize("offset", ["+120s", "+1h", "-1h"])
+def test_a_worker_whose_wall_clock_stepped_takes_no_live_run_on_sqlite(
+    tmp_path: Path, offset: str
+) -> None:
+    """A process on this host drives a slow charge; a worker whose wall clock was stepped (two
+    minutes or an hour ahead, an hour back) looks for runs while it does. The lease is timed
+    on the host's boot-time clock, which the step did not move: the worker takes nothing, and
+    the charge is made once."""
+    db, ledger, release = tmp_path / "bide.db", tmp_path / "ledger", tmp_path / "release"
+    run = spawn(
+        "run", "--db", str(db), "--agent", "tests.cli.owned:slow", "--run-id", "r", "go",
+        SLOW="60", RELEASE=str(release), LEDGER=str(ledger), BIDE_LEASE_TTL="3",
+    )  # fmt: skip
+    try:
+        wait_for("the charge in flight", lambda: bool(listed(db, "r").get("in_flight")))
+        env = child_env(LEDGER=str(ledger), FAKETIME_DONT_FAKE_MONOTONIC="1")
+        worker = subprocess.run(
+            [*_faketime(offset), sys.executable, "-m", "runtime", "worker", "--db", str(db),
+             "--poll", "0.1", "--exit-when-idle", "4", "--name", "stepped"],
+            env=env, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert worker.returncode == 0, worker.stderr
+        assert "worker_claimed" not in worker.stderr, worker.stderr
+        release.touch()
+        out, err = run.communicate(timeout=60)
+    finally:
+        if run.returncode is None:
+            run.kill()
+            run.communicate()
+    assert (run.returncode, out) == (0, "charged\n"), err
+    assert charges(ledger) == ["r c1"]
