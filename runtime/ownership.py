@@ -25,6 +25,7 @@ __all__ = [
     "Lease",
     "Owner",
     "boot_id",
+    "boot_wall_ms",
     "boottime_ms",
     "busy",
     "is_alive",
@@ -60,6 +61,21 @@ def boottime_ms() -> int:
     the wall clock (NTP, an operator, a VM resumed) do not move. The journal's clock on SQLite,
     where every process that shares the file shares this host."""
     return time.clock_gettime_ns(time.CLOCK_BOOTTIME) // 1_000_000
+
+
+@functools.cache
+def boot_wall_ms() -> int | None:
+    """When this machine booted, on the wall clock, to the second (Linux ``btime``): added to
+    ``boottime_ms`` it shows a boot-time reading as a wall-clock time, the same in every
+    process (to show, never to decide)."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("btime "):
+                    return int(line.split()[1]) * 1000
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 @functools.cache

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from runtime.journal import names
-from runtime.ownership import Owner, boot_id, boottime_ms
+from runtime.ownership import Owner, boot_id, boot_wall_ms, boottime_ms
 
 __all__ = [
     "LeaseOp",
@@ -72,8 +72,13 @@ def now_ms() -> int:
 
 
 def wall_offset_ms(now: int) -> int:
-    """The wall clock minus the journal's clock ``now``: to show a lease's times to people."""
-    return time.time_ns() // 1_000_000 - now
+    """The wall clock minus the journal's clock ``now``: to show a lease's times to people. The
+    same in every process of this boot (``boot_wall_ms``), so two reads of a lease show it
+    alike."""
+    if boot_id() is None:
+        return 0  # the journal's clock is the wall clock
+    booted = boot_wall_ms()
+    return booted if booted is not None else time.time_ns() // 1_000_000 - now
 
 
 def owner_text(owner: Owner) -> str:
