@@ -11,7 +11,7 @@ from typing import Any
 from runtime.errors import CorruptJournal, StorageError
 from runtime.records import CODEC
 
-__all__ = ["MAX_DEPTH", "decode", "encode", "unstorable"]
+__all__ = ["MAX_DEPTH", "decode", "encode", "unstorable", "unstorable_text"]
 
 
 _encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
@@ -80,6 +80,21 @@ def unstorable(value: Any, *, name: str = "value", depth: int = MAX_DEPTH) -> st
     except (TypeError, ValueError, RecursionError):
         pass
     return _find_problem(value, name, depth) or f"{name}: not JSON"
+
+
+def unstorable_text(text: object, *, name: str = "id") -> str | None:
+    """Why ``text`` cannot be an id, a key or a name in the journal, or ``None`` if it can.
+
+    Such texts are stored as they are, in columns of their own, not as JSON (which escapes
+    what it holds): a string of valid Unicode without a NUL, which PostgreSQL's ``text`` cannot
+    hold (SQLite could, so it is refused on both backends alike).
+    """
+    if not isinstance(text, str):
+        return f"{name}: {type(text).__name__} is not a string"
+    at = text.find("\x00")
+    if at >= 0:
+        return f"{name}: a NUL character (at {at}), which a journal cannot store"
+    return _find_problem(text, name, 0)
 
 
 def _storable_text(text: str, depth: int) -> bool:

@@ -399,3 +399,20 @@ def test_a_cancelled_run_keeps_showing_the_call_that_may_have_acted(db_path: Pat
         assert row is not None
         assert "data-status='cancelled'" in row.group(0)
         assert "halted c" in row.group(0)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_run_id_or_filter_with_a_nul_is_a_bad_request_on_either_backend(
+    request: pytest.FixtureRequest, backend: str, db_path: Path
+) -> None:
+    where = request.getfixturevalue("pg_url") if backend == "postgres" else db_path
+    if backend == "sqlite":
+        make(db_path, h1=HALTING)
+    with TestClient(Console(where, token=TOKEN), raise_server_exceptions=False) as c:
+        c.get("/?token=" + TOKEN)
+        for path in ("/run?id=%00", "/run?id=a%00b", "/?prefix=%00", "/?before=1:%00"):
+            page = c.get(path)
+            assert page.status_code == 400, (path, page.status_code)
+            assert "NUL" in html.unescape(page.text), page.text
+        refused = c.post("/act?id=%00", files={"csrf": (None, "x"), "action": (None, "cancel")})
+        assert refused.status_code in (400, 403), refused.status_code

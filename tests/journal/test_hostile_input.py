@@ -247,3 +247,30 @@ async def test_a_writer_whose_file_is_deleted_under_it_stops_instead_of_writing_
             await asyncio.wait_for(journal.store.append("r", "k2", "t", {}), 5)
         with pytest.raises(StorageError, match="was deleted"):
             await asyncio.wait_for(journal.store.append("r", "k3", "t", {}), 5)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
+async def test_thirty_runs_finish_while_one_model_sends_a_nul_in_a_call_id(
+    journal: Journal,
+) -> None:
+    """A value a backend cannot store costs only the run that sent it, never its batch."""
+    ledger = Ledger()
+    tools = make_tools(ledger)
+
+    def agent(call_id: str) -> Agent:
+        script = [
+            {"tool_calls": [call(call_id, "charge", customer="ann", amount=5)]},
+            {"text": "done"},
+        ]
+        return Agent(model=ScriptedModel(script), tools=list(tools.values()))
+
+    runs = [agent("c1").run(f"r{i}", "go", journal=journal) for i in range(30)]
+    runs.append(agent("c\x001").run("hostile", "go", journal=journal))
+    outcomes = await asyncio.wait_for(asyncio.gather(*runs, return_exceptions=True), 60)
+    hostile = outcomes.pop()
+    assert isinstance(hostile, ProtocolError), hostile
+    assert "turn 1 cannot be journaled" in str(hostile) and "NUL" in str(hostile)
+    assert all(not isinstance(o, BaseException) for o in outcomes), outcomes
+    assert all(o.status is RunStatus.COMPLETED for o in outcomes), outcomes
+    assert ledger.count("charge") == 30
+    assert (await journal.require("hostile")).turns == []
