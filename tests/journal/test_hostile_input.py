@@ -10,7 +10,16 @@ from typing import Any
 
 import pytest
 
-from runtime import Agent, Journal, Resolution, RunStatus, Safety, StorageError, tool
+from runtime import (
+    Agent,
+    Journal,
+    Resolution,
+    RunStatus,
+    Safety,
+    StorageError,
+    ToolContext,
+    tool,
+)
 from runtime.errors import ConfigError, ProtocolError
 from runtime.journal import SQLiteStore
 from runtime.journal.codec import MAX_DEPTH, unstorable
@@ -274,3 +283,17 @@ async def test_thirty_runs_finish_while_one_model_sends_a_nul_in_a_call_id(
     assert all(o.status is RunStatus.COMPLETED for o in outcomes), outcomes
     assert ledger.count("charge") == 30
     assert (await journal.require("hostile")).turns == []
+
+
+async def test_an_interrupt_key_with_a_nul_is_refused_as_misuse_naming_the_key(
+    journal: Journal,
+) -> None:
+    @tool(safety=Safety.READ_ONLY)
+    async def quote(context: ToolContext) -> int:
+        """Ask a person for a price under a key no journal can store."""
+        return int(await context.interrupt("pri\x00ce", "What price?", expect=int))
+
+    script = [{"tool_calls": [call("c1", "quote")]}, {"text": "quoted"}]
+    with pytest.raises(ConfigError, match=r"interrupt key must be .* without NUL: 'pri\\x00ce'"):
+        await Agent(model=ScriptedModel(script), tools=[quote]).run("r", "go", journal=journal)
+    assert not [r for r in (await journal.require("r")).records if r.kind == "interrupt"]
