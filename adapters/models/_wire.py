@@ -23,6 +23,8 @@ from runtime.redact import declare_secret
 from runtime.tools import ToolSpec, safe_repr
 
 __all__ = [
+    "DEFAULT_TIMEOUT",
+    "DEFAULT_TOTAL_TIMEOUT",
     "SDK",
     "CallIds",
     "ProviderModel",
@@ -37,6 +39,14 @@ __all__ = [
     "result_text",
     "tool_entry",
 ]
+
+
+DEFAULT_TIMEOUT = 60.0
+"""Seconds a provider may stay silent (connecting, before the first event, between events)."""
+
+DEFAULT_TOTAL_TIMEOUT = 600.0
+"""Seconds one whole model turn may take, however the server keeps the stream alive (a server
+trickling keep-alives would otherwise hold a drive for ever). ``total_timeout=None`` lifts it."""
 
 
 def missing_sdk(module: str, extra: str, exc: ImportError) -> ConfigError:
