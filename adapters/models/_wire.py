@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Protocol, Self, TypeAlias, TypeVar
 
 from runtime.errors import ConfigError, ModelError, ProtocolError
+from runtime.journal.codec import TooDeep, parse_json
 from runtime.messages import AssistantTurn, Message, ToolCall, ToolResultMessage
 from runtime.redact import declare_secret
 from runtime.tools import ToolSpec, safe_repr
@@ -308,7 +309,12 @@ def parse_arguments(raw: str, *, provider: str, tool: str, finish_reason: str | 
         return {}
     hint = " (the turn hit max_tokens; raise it)" if finish_reason == "length" else ""
     try:
-        value = json.loads(raw, parse_constant=_reject_constant)
+        value = parse_json(raw, parse_constant=_reject_constant)
+    except TooDeep as exc:
+        raise ModelError(
+            f"{provider}: the model wrote arguments for {tool!r} {exc}: {safe_repr(raw, 80)}",
+            retryable=False,
+        ) from None
     except ValueError as exc:
         why = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
         raise ModelError(

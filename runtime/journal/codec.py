@@ -11,7 +11,15 @@ from typing import Any
 from runtime.errors import CorruptJournal, StorageError
 from runtime.records import CODEC
 
-__all__ = ["MAX_DEPTH", "decode", "encode", "unstorable", "unstorable_text"]
+__all__ = [
+    "MAX_DEPTH",
+    "TooDeep",
+    "decode",
+    "encode",
+    "parse_json",
+    "unstorable",
+    "unstorable_text",
+]
 
 
 _encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
@@ -162,6 +170,31 @@ def _find_problem(value: Any, here: str, depth: int) -> str | None:
                 return problem
         return None
     return f"{here}: {type(value).__name__} is not JSON"
+
+
+class TooDeep(ValueError):
+    """A JSON text nested deeper than a journal keeps (``MAX_DEPTH``), refused unparsed."""
+
+    def __init__(self, depth: int = MAX_DEPTH):
+        super().__init__(f"JSON nested more than {depth} levels deep")
+        self.depth = depth
+
+
+def parse_json(
+    text: str, *, depth: int = MAX_DEPTH, parse_constant: Callable[[str], Any] | None = None
+) -> Any:
+    """A JSON text that arrived from outside (an operator, a model, a peer) as a value.
+
+    ``ValueError`` if it is not JSON; ``TooDeep`` (a ``ValueError`` too) if it nests deeper
+    than ``depth``, checked before parsing: Python's parser recurses, and a text thousands of
+    levels deep would end in ``RecursionError`` (and could never be journaled anyway).
+    """
+    if text.count("[") + text.count("{") > depth and _nesting(text) > depth:
+        raise TooDeep(depth)
+    try:
+        return json.loads(text, parse_constant=parse_constant)
+    except RecursionError:  # pragma: no cover - the count above comes first
+        raise TooDeep(depth) from None
 
 
 def encode(payload: Any) -> str:

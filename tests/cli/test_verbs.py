@@ -91,6 +91,8 @@ def test_not_executed_lets_the_next_resume_attempt_the_call_again(cli: Cli, halt
     ("argv", "says"),
     [
         (["--succeeded", "{not json"], "--succeeded takes the call's result as JSON"),
+        (["--succeeded", "[" * 5000 + "]" * 5000], "--succeeded: JSON nested more than 100"),
+        (["--succeeded", '{"a":' * 5000 + "1" + "}" * 5000], "nested more than 100 levels"),
         (["--failed", "  "], "--failed needs a text"),
         ([], "one of the arguments --succeeded --failed --not-executed is required"),
         (["--failed", "x", "--not-executed"], "not allowed with argument"),
@@ -102,6 +104,7 @@ def test_a_malformed_resolve_is_a_usage_error(
     done = cli("resolve", "--db", halted, "r", "c1", *argv)
     assert done.code == 2
     assert done.error_line.startswith("bide: error: ") and says in done.error_line
+    assert len(done.error_line) < 300
 
 
 def test_cancel_stops_the_run_at_its_next_drive_which_exits_5(cli: Cli, halted: str) -> None:

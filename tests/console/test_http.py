@@ -221,6 +221,15 @@ def test_a_bad_value_is_shown_back_and_nothing_is_journaled(site: Site) -> None:
         value="{not json",
     )
     assert bad.status_code == 400 and "must be JSON" in bad.text
+    deep = site.post(
+        "/confirm?id=h1",
+        csrf=site.csrf("h1"),
+        action="resolve",
+        call_id="c1",
+        outcome="succeeded",
+        value="[" * 5000 + "]" * 5000,
+    )
+    assert deep.status_code == 400 and "nested more than 100 levels deep" in deep.text
     assert records(site.db, "h1") == before
 
 

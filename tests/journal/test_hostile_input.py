@@ -297,3 +297,30 @@ async def test_an_interrupt_key_with_a_nul_is_refused_as_misuse_naming_the_key(
     with pytest.raises(ConfigError, match=r"interrupt key must be .* without NUL: 'pri\\x00ce'"):
         await Agent(model=ScriptedModel(script), tools=[quote]).run("r", "go", journal=journal)
     assert not [r for r in (await journal.require("r")).records if r.kind == "interrupt"]
+
+
+@pytest.mark.parametrize(
+    ("reply", "problem"),
+    [
+        (nested(5000), f"nested more than {MAX_DEPTH} levels deep"),
+        ({"at": object()}, "result.at: object is not JSON"),
+    ],
+)
+async def test_a_side_effect_returning_what_cannot_be_converted_is_recorded_as_ran(
+    journal: Journal, reply: Any, problem: str
+) -> None:
+    """Not a halt ("it may have acted"): the tool returned, so it ran; its value is refused."""
+    fired = []
+
+    @tool
+    async def send(to: str) -> Any:
+        """Send a message; the provider answers with what no journal keeps."""
+        fired.append(to)
+        return reply
+
+    script = [{"tool_calls": [call("c1", "send", to="bob")]}, {"text": "sent"}]
+    result = await Agent(model=ScriptedModel(script), tools=[send]).run("r", "go", journal=journal)
+    assert result.status is RunStatus.COMPLETED and fired == ["bob"]
+    (record,) = [r for r in (await journal.require("r")).records if r.kind == "result"]
+    assert record.payload["error"]["type"] == "unrecordable_result"
+    assert problem in record.payload["error"]["message"]
