@@ -63,6 +63,20 @@ def test_the_same_resolution_again_changes_nothing_and_a_different_one_is_refuse
     assert "Traceback" not in other.err
 
 
+@pytest.mark.parametrize(
+    ("first", "then"), [("1.0", "true"), ("1", "1.0"), ('{"a": [0]}', '{"a": [false]}')]
+)
+def test_a_value_equal_in_python_but_not_in_json_is_a_different_resolution(
+    cli: Cli, halted: str, first: str, then: str
+) -> None:
+    assert cli("resolve", "--db", halted, "r", "c1", "--succeeded", first).code == 0
+    other = cli("resolve", "--db", halted, "r", "c1", "--succeeded", then)
+    assert other.code == 2, other.out
+    assert "a different resolution is refused" in other.error_line
+    same = cli("resolve", "--db", halted, "r", "c1", "--succeeded", first)
+    assert same.code == 0 and "already resolved" in same.out
+
+
 def test_resolving_a_call_that_is_not_halted_is_refused(cli: Cli, db_path: Path) -> None:
     db = str(db_path)
     cli("run", "--db", db, "--agent", "tests.cli.agents:agent", "--run-id", "r", "go")
