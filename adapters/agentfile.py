@@ -39,6 +39,7 @@ class OpenAIModelSpec(_Strict):
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
     timeout: float = 60.0
+    total_timeout: float = 600.0
     max_tokens: int | None = None
     temperature: float | None = None
     stream: bool = True
@@ -50,6 +51,7 @@ class AnthropicModelSpec(_Strict):
     base_url: str | None = None
     api_key_env: str = "ANTHROPIC_API_KEY"
     timeout: float = 60.0
+    total_timeout: float = 600.0
     max_tokens: int = 4096
 
 
@@ -188,6 +190,7 @@ def _model(where: str, spec: AgentFile, base: Path) -> Model:
                 base_url=m.base_url,
                 api_key_env=m.api_key_env,
                 timeout=m.timeout,
+                total_timeout=m.total_timeout,
                 max_tokens=m.max_tokens,
                 temperature=m.temperature,
                 stream=m.stream,
@@ -199,6 +202,7 @@ def _model(where: str, spec: AgentFile, base: Path) -> Model:
             base_url=m.base_url,
             api_key_env=m.api_key_env,
             timeout=m.timeout,
+            total_timeout=m.total_timeout,
             max_tokens=m.max_tokens,
         )
     except ConfigError as exc:

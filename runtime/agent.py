@@ -17,7 +17,7 @@ from runtime.errors import (
     ConfigError,
 )
 from runtime.functions import FunctionTool
-from runtime.journal.codec import unstorable
+from runtime.journal.codec import unstorable, unstorable_text
 from runtime.journal.journal import Journal
 from runtime.logs import get_logger
 from runtime.loop import RunDrive
@@ -68,6 +68,9 @@ class Agent:
         self.system_prompt = system_prompt
         self.max_turns = max_turns
         self.name = name or "agent"
+        problem = unstorable_text(self.name, name="agent name")
+        if problem is not None:
+            raise ConfigError(f"an agent's name must be storable in the journal: {problem}")
         self.max_concurrency = max_concurrency
         self.tool_retry = tool_retry or TOOL_RETRY
         self.model_retry = model_retry or MODEL_RETRY

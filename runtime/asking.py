@@ -15,6 +15,7 @@ from runtime import tracing
 from runtime.approval import ApprovalPolicy, tally
 from runtime.drive import Drive, Misuse
 from runtime.errors import ConfigError, ToolError
+from runtime.journal.codec import unstorable_text
 from runtime.logs import get_logger
 from runtime.result import Waiting
 from runtime.state import CallState
@@ -115,8 +116,15 @@ class _Interrupter:
                     call_id=call.id,
                 )
             )
-        if not isinstance(key, str) or not key or len(key) > 128:
-            raise Misuse(ConfigError(f"interrupt key must be 1 to 128 characters: {key!r}"))
+        if (
+            not isinstance(key, str)
+            or not key
+            or len(key) > 128
+            or unstorable_text(key) is not None
+        ):
+            raise Misuse(
+                ConfigError(f"interrupt key must be 1 to 128 characters, without NUL: {key!r}")
+            )
         import pydantic  # only a tool that asks needs it
 
         adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(expect)

@@ -98,7 +98,13 @@ class FunctionTool:
         if self._context_param is not None:
             kwargs[self._context_param] = context
         value = await self.fn(**kwargs)
-        return pydantic_core.to_jsonable_python(value)
+        try:
+            return pydantic_core.to_jsonable_python(value)
+        except (ValueError, RecursionError):
+            # The function ran: its value is returned as it is, for the journal to refuse by
+            # name (too deep, not JSON) as a result that cannot be kept, never as a failure
+            # that might not have acted.
+            return value
 
     async def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return await self.fn(*args, **kwargs)

@@ -30,7 +30,7 @@ from runtime.errors import (
     StorageError,
 )
 from runtime.holding import Holding
-from runtime.journal.codec import unstorable
+from runtime.journal.codec import unstorable, unstorable_text
 from runtime.journal.journal import Journal
 from runtime.journal.protocol import Store
 from runtime.logs import get_logger
@@ -105,10 +105,11 @@ class RunDrive:
             not isinstance(run_id, str)
             or not run_id
             or len(run_id) > 256
-            or unstorable(run_id) is not None
+            or unstorable_text(run_id) is not None
         ):
             raise ConfigError(
-                f"a run id is a non-empty string of at most 256 chars of valid Unicode: {run_id!r}"
+                "a run id is a non-empty string of at most 256 chars of valid Unicode, "
+                f"without NUL: {run_id!r}"
             )
         self.agent = agent
         self.store = journal.store

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from runtime import history
 from runtime import records as R
 from runtime.approval import Decision
-from runtime.errors import ProtocolError
+from runtime.errors import CorruptJournal, ProtocolError
 from runtime.history import History, Turns, chunk, disagreement
 from runtime.messages import AssistantTurn, ToolCall, Usage
 from runtime.records import Record
@@ -212,12 +212,27 @@ class RunState:
         if record.seq in self._seen:
             return
         self._seen.add(record.seq)
-        self._fold(record)
+        self._checked_fold(record)
 
     def add_ahead(self, record: Record) -> None:
         """Fold a record its drive wrote ahead: not committed yet (its ``seq`` is 0), it
         commits with the drive's next append, and ``committed`` then gives its place."""
-        self._fold(record)
+        self._checked_fold(record)
+
+    def _checked_fold(self, record: Record) -> None:
+        """``_fold``, with a record that lacks what its kind needs (another program wrote it,
+        or it was damaged) named as ``CorruptJournal`` rather than a bare ``KeyError``."""
+        try:
+            self._fold(record)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            why = f"no {exc}" if isinstance(exc, KeyError) else f"{type(exc).__name__}: {exc}"
+            raise CorruptJournal(
+                f"record {record.key!r} of run {self.run_id!r} (seq {record.seq}) does not "
+                f"have the shape of a {record.kind!r} record ({why})",
+                run_id=self.run_id,
+                key=record.key,
+                seq=record.seq,
+            ) from exc
 
     def committed(self, ahead: Record, record: Record) -> None:
         """``ahead``, folded by ``add_ahead``, is committed as ``record``."""

@@ -13,7 +13,13 @@ from typing import Any
 from runtime.errors import ConfigError, FormatError, StorageError
 from runtime.journal.codec import encode
 from runtime.journal.names import FORMAT_VERSION
-from runtime.journal.protocol import RunPage, RunRow, check_release, written_ahead
+from runtime.journal.protocol import (
+    RunPage,
+    RunRow,
+    check_appended,
+    check_release,
+    written_ahead,
+)
 from runtime.journal.sqlite.leases import (
     LeaseOp,
     LeaseRow,
@@ -162,6 +168,7 @@ class MemoryStore:
         release: bool = False,
     ) -> Appended:
         check_release(release, epoch)
+        check_appended(run_id, key, kind, unless, watch, before)
         self._fence(run_id, epoch)
         run = self._runs.get(run_id)
         if run is None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from runtime import records as R
 from runtime import telling
-from runtime.errors import ProtocolError
+from runtime.errors import CorruptJournal, ProtocolError
 from runtime.messages import Usage
 from runtime.records import Record
 from runtime.state import RunState
@@ -139,6 +139,8 @@ def read(run_id: str, records: Iterable[Record], tell: Callable[[RunState], _T])
 
 
 def _unreadable(run_id: str, record: Record, exc: BaseException) -> Unreadable:
+    if isinstance(exc, CorruptJournal) and exc.key == record.key:
+        return Unreadable(run_id, str(exc))  # it names the record already
     return Unreadable(
         run_id,
         f"record {record.key!r} of run {run_id!r} cannot be read (seq {record.seq}): {_why(exc)}",

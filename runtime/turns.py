@@ -8,6 +8,7 @@ from typing import Any, overload
 
 from runtime.errors import ProtocolError
 from runtime.history import History
+from runtime.journal.codec import unstorable_text
 from runtime.messages import AssistantTurn, Message, ToolResultMessage, UserMessage
 from runtime.state import RunState
 from runtime.tools import Tool
@@ -101,6 +102,13 @@ def check_turn(turn: AssistantTurn, state: RunState) -> None:
         if not isinstance(call.id, str) or not call.id or len(call.id) > 256:
             raise ProtocolError(
                 f"the model sent a tool call without a usable id ({call.id!r})", run_id=run_id
+            )
+        problem = unstorable_text(call.id, name="call id")
+        if problem is not None:
+            raise ProtocolError(
+                f"the model's turn {len(state.turns) + 1} cannot be journaled: {problem} "
+                f"({call.id!r}); nothing was recorded, and a resume asks the model again",
+                run_id=run_id,
             )
         if call.id in seen:
             raise ProtocolError(

@@ -15,6 +15,8 @@ Each provider lives in its own module so that only the SDK you use must be insta
     tool arguments not JSON, or not a JSON object         not retryable (the model broke protocol)
     complete non-streamed answer with no finish reason    not retryable
 
+Every turn is bounded: ``timeout`` (default 60 s) bounds silence, ``total_timeout`` (default
+600 s) the whole turn, keep-alives and all; ``total_timeout=None`` lifts the second bound.
 Whatever the row, nothing of the failed request is returned as a turn. Retrying is the agent
 loop's job (``Agent(model_retry=RetryPolicy(...))``, see ``runtime.retry``).
 """

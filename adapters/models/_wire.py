@@ -18,11 +18,14 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Protocol, Self, TypeAlias, TypeVar
 
 from runtime.errors import ConfigError, ModelError, ProtocolError
+from runtime.journal.codec import TooDeep, parse_json
 from runtime.messages import AssistantTurn, Message, ToolCall, ToolResultMessage
 from runtime.redact import declare_secret
 from runtime.tools import ToolSpec, safe_repr
 
 __all__ = [
+    "DEFAULT_TIMEOUT",
+    "DEFAULT_TOTAL_TIMEOUT",
     "SDK",
     "CallIds",
     "ProviderModel",
@@ -37,6 +40,14 @@ __all__ = [
     "result_text",
     "tool_entry",
 ]
+
+
+DEFAULT_TIMEOUT = 60.0
+"""Seconds a provider may stay silent (connecting, before the first event, between events)."""
+
+DEFAULT_TOTAL_TIMEOUT = 600.0
+"""Seconds one whole model turn may take, however the server keeps the stream alive (a server
+trickling keep-alives would otherwise hold a drive for ever). ``total_timeout=None`` lifts it."""
 
 
 def missing_sdk(module: str, extra: str, exc: ImportError) -> ConfigError:
@@ -298,7 +309,12 @@ def parse_arguments(raw: str, *, provider: str, tool: str, finish_reason: str | 
         return {}
     hint = " (the turn hit max_tokens; raise it)" if finish_reason == "length" else ""
     try:
-        value = json.loads(raw, parse_constant=_reject_constant)
+        value = parse_json(raw, parse_constant=_reject_constant)
+    except TooDeep as exc:
+        raise ModelError(
+            f"{provider}: the model wrote arguments for {tool!r} {exc}: {safe_repr(raw, 80)}",
+            retryable=False,
+        ) from None
     except ValueError as exc:
         why = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
         raise ModelError(

@@ -9,6 +9,8 @@ from typing import Any, Literal, cast
 
 from adapters.models._errors import RETRYABLE_ERROR_TYPES, error_detail, error_from_status
 from adapters.models._wire import (
+    DEFAULT_TIMEOUT,
+    DEFAULT_TOTAL_TIMEOUT,
     SDK,
     CallIds,
     ProviderModel,
@@ -33,7 +35,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised in a child process by the tests
     raise missing_sdk("adapters.models.anthropic", "anthropic", exc) from exc
 
-__all__ = ["FINISH_REASONS", "AnthropicModel"]
+__all__ = ["DEFAULT_TIMEOUT", "DEFAULT_TOTAL_TIMEOUT", "FINISH_REASONS", "AnthropicModel"]
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 
@@ -59,9 +61,12 @@ class AnthropicModel(ProviderModel[anthropic.AsyncAnthropic]):
     the key and the host are exactly what this object was given.
 
     ``timeout`` bounds how long the server may stay silent (connecting, before the first event,
-    between events); ``total_timeout`` bounds the whole turn. Streaming is always used: it is what
-    keeps a long answer within a short ``timeout``, and the SDK refuses long non-streamed
-    requests. The SDK's own retries are off; wrap the model in ``RetryingModel`` to retry.
+    between events); ``total_timeout`` bounds the whole turn (``DEFAULT_TIMEOUT``, 60 s, and
+    ``DEFAULT_TOTAL_TIMEOUT``, 600 s, unless given; ``total_timeout=None`` lifts that bound, and
+    a server that trickles keep-alives then holds the drive for ever). Streaming is always
+    used: it is what keeps a long answer within a short ``timeout``, and the SDK refuses long
+    non-streamed requests. The SDK's own retries are off; wrap the model in ``RetryingModel``
+    to retry.
 
     The Messages API of this SDK generation takes no sampling parameters (``temperature`` and
     ``top_p`` are gone); ``effort`` sets ``output_config.effort``, and ``extra_body`` reaches
@@ -90,8 +95,8 @@ class AnthropicModel(ProviderModel[anthropic.AsyncAnthropic]):
         api_key_env: str | None = "ANTHROPIC_API_KEY",
         base_url: str | None = None,
         max_tokens: int = 4096,
-        timeout: float = 60.0,
-        total_timeout: float | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        total_timeout: float | None = DEFAULT_TOTAL_TIMEOUT,
         effort: Literal["low", "medium", "high", "xhigh", "max"] | None = None,
         extra_headers: Mapping[str, str] | None = None,
         extra_body: Mapping[str, Any] | None = None,

@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from adapters.models._errors import RETRYABLE_ERROR_TYPES, error_detail, error_from_status
 from adapters.models._wire import (
+    DEFAULT_TIMEOUT,
+    DEFAULT_TOTAL_TIMEOUT,
     SDK,
     CallIds,
     ProviderModel,
@@ -43,7 +45,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised in a child process by the tests
     raise missing_sdk("adapters.models.openai", "openai", exc) from exc
 
-__all__ = ["OpenAIChatModel"]
+__all__ = ["DEFAULT_TIMEOUT", "DEFAULT_TOTAL_TIMEOUT", "OpenAIChatModel"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -57,9 +59,11 @@ class OpenAIChatModel(ProviderModel[openai.AsyncOpenAI]):
 
     The answer is streamed by default, so that ``timeout`` can be a short bound on how long the
     server may stay silent (connecting, before the first token, between chunks) however long the
-    whole answer takes; ``total_timeout`` bounds the whole turn. With ``stream=False`` the server
-    must produce the complete answer within ``timeout``. The SDK's own retries are off; wrap the
-    model in ``RetryingModel`` to retry.
+    whole answer takes; ``total_timeout`` bounds the whole turn (``DEFAULT_TIMEOUT``, 60 s, and
+    ``DEFAULT_TOTAL_TIMEOUT``, 600 s, unless given; ``total_timeout=None`` lifts that bound, and
+    a server that trickles keep-alives then holds the drive for ever). With ``stream=False`` the
+    server must produce the complete answer within ``timeout``. The SDK's own retries are off;
+    wrap the model in ``RetryingModel`` to retry.
 
     ``max_tokens`` is sent as ``max_completion_tokens`` (OpenAI's current name, the only one its
     reasoning models accept) unless ``max_tokens_field="max_tokens"`` for servers that predate it.
@@ -81,8 +85,8 @@ class OpenAIChatModel(ProviderModel[openai.AsyncOpenAI]):
         base_url: str | None = None,
         api_key: str | None = None,
         api_key_env: str | None = "OPENAI_API_KEY",
-        timeout: float = 60.0,
-        total_timeout: float | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        total_timeout: float | None = DEFAULT_TOTAL_TIMEOUT,
         max_tokens: int | None = None,
         max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens",
         temperature: float | None = None,

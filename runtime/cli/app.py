@@ -36,7 +36,14 @@ from runtime.cli.base import (
     Invocation,
 )
 from runtime.cli.logs import configured
-from runtime.errors import BideError, ConfigError, RunBusy, SchemaError, StorageError
+from runtime.errors import (
+    BideError,
+    ConfigError,
+    CorruptJournal,
+    RunBusy,
+    SchemaError,
+    StorageError,
+)
 from runtime.journal.migrate import damage
 from runtime.journal.urls import is_postgres_url, sqlite_path
 
@@ -193,6 +200,8 @@ def _report(invocation: Invocation, exc: Exception, *, verbose: bool) -> int:
         message, code = str(exc), EXIT_BUSY
     elif isinstance(exc, ConfigError | SchemaError):
         message, code = str(exc), EXIT_USAGE
+    elif isinstance(exc, CorruptJournal):  # the journal, not the run, needs fixing
+        message, code = f"{type(exc).__name__}: {exc}", EXIT_USAGE
     elif isinstance(exc, StorageError) and (found := _damage(invocation, exc)) is not None:
         message, code = found, EXIT_USAGE
     elif isinstance(exc, BideError):

@@ -13,6 +13,7 @@ from runtime.approval import Decision, arguments_digest, sign_decision
 from runtime.cli.base import EXIT_USAGE, Command, Failure, Invocation
 from runtime.cli.verbs import operator
 from runtime.errors import ConfigError
+from runtime.journal.codec import TooDeep, parse_json
 
 if TYPE_CHECKING:  # cryptography is imported by the commands that sign, not by the CLI
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -145,7 +146,9 @@ async def _sign_offline(inv: Invocation) -> int:
 
 def _json_option(name: str, text: str) -> Any:
     try:
-        return json.loads(text)
+        return parse_json(text)
+    except TooDeep as exc:
+        raise Failure(f"{name}: {exc}, more than a journal keeps", EXIT_USAGE) from None
     except ValueError:
         raise Failure(f"{name} takes JSON, not {text!r}", EXIT_USAGE) from None
 
@@ -178,7 +181,9 @@ def _answer_arguments(parser: argparse.ArgumentParser) -> None:
 async def _answer(inv: Invocation) -> int:
     args = inv.args
     try:
-        value: Any = json.loads(args.value)
+        value: Any = parse_json(args.value)
+    except TooDeep as exc:
+        raise Failure(f"--value: {exc}, more than a journal keeps", EXIT_USAGE) from None
     except ValueError:
         raise Failure(
             f"--value takes JSON (for a text, quote it: '\"blue\"'), not {args.value!r}",

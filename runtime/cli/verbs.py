@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import json
 from typing import Any
 
 from runtime.cli.base import EXIT_USAGE, Command, Failure, Invocation
 from runtime.cli.logs import RESOLVED
 from runtime.journal import Resolution
+from runtime.journal.codec import TooDeep, parse_json
 from runtime.stops import halted_on
 from runtime.terminal import printable
 
@@ -96,7 +96,9 @@ def _resolution(args: argparse.Namespace) -> Resolution:
             raise Failure("--failed needs a text saying what went wrong", EXIT_USAGE)
         return Resolution.failed(args.failed)
     try:
-        value: Any = json.loads(args.succeeded)
+        value: Any = parse_json(args.succeeded)
+    except TooDeep as exc:
+        raise Failure(f"--succeeded: {exc}, more than a journal keeps", EXIT_USAGE) from None
     except ValueError:
         raise Failure(
             f"--succeeded takes the call's result as JSON (for a text, quote it: '\"done\"'), "

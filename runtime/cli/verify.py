@@ -6,9 +6,14 @@ from __future__ import annotations
 import argparse
 
 from runtime.cli.base import EXIT_ERROR, EXIT_OK, Command, Invocation
+from runtime.errors import ConfigError, FormatError, ProtocolError
 from runtime.terminal import printable
 
 __all__ = ["COMMANDS"]
+
+_UNREADABLE = (ConfigError, FormatError, ProtocolError, LookupError, TypeError, ValueError)
+"""What reading one run can raise that concerns that run only: no such run, a record that
+cannot be decoded or folded, a format this bide does not know."""
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,9 +35,13 @@ async def _verify(inv: Invocation) -> int:
                 if cursor is None:
                     break
         for run_id in run_ids:
-            state = await journal.require(run_id)
             checked += 1
-            found = state.anomalies()
+            try:
+                state = await journal.require(run_id)
+                found = state.anomalies()
+            except _UNREADABLE as exc:
+                # One run that cannot be read is a finding of its own; the rest are checked.
+                found = [f"cannot be read: {' '.join(str(exc).split())}"]
             if found:
                 findings[run_id] = found
     if inv.args.json:
@@ -54,7 +63,8 @@ COMMANDS = (
             "Read every run (or the RUN_IDs given) and report what its records should never\n"
             "hold: a side effect with two attempts that have results ('may have acted twice'),\n"
             "or records appended after the run's end. A journal written by this bide has none;\n"
-            "an older bide could leave them. Exit 0 when nothing is found, 1 otherwise."
+            "an older bide could leave them. A run that cannot be read is reported as such,\n"
+            "and the others are still checked. Exit 0 when nothing is found, 1 otherwise."
         ),
         example="  {prog} verify\n  {prog} verify inv-7 --json",
         arguments=_arguments,

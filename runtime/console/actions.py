@@ -7,7 +7,6 @@ refused, a denial is final, a signed gate needs a signed decision).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 from runtime.approval import ApprovalPolicy, Decision, verify
 from runtime.errors import ConfigError
 from runtime.journal import Journal, Resolution
+from runtime.journal.codec import TooDeep, parse_json
 from runtime.journal.resolution import resolution_payload
 from runtime.state import RunState
 
@@ -269,7 +269,9 @@ def _attempt(text: str | None) -> int | None:
 
 def _json(text: str, what: str) -> Any:
     try:
-        return json.loads(text)
+        return parse_json(text)
+    except TooDeep as exc:
+        raise ConfigError(f"{what}: {exc}, more than a journal keeps") from None
     except ValueError:
         raise ConfigError(
             f'{what} must be JSON (for a text, quote it: "done"), not {text!r}'

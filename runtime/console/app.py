@@ -27,6 +27,7 @@ from runtime.console.pages import error_page, run_page, runs_page
 from runtime.console.status import STATUSES
 from runtime.errors import ConfigError, ConflictError, RunBusy
 from runtime.journal import Journal
+from runtime.journal.protocol import check_run_id
 from runtime.logs import get_logger
 from runtime.ownership import is_alive
 from runtime.runs import Row, list_page
@@ -227,6 +228,8 @@ class Console:
 
     async def _run(self, request: Request) -> Response:
         run_id = request.query_params.get("id", "")
+        if (refused := _refused(run_id)) is not None:
+            return refused
         said = request.query_params.get("said") or None
         return await self._run_response(request, run_id, message=said)
 
@@ -264,6 +267,8 @@ class Console:
 
     async def _confirm(self, request: Request) -> Response:
         run_id = request.query_params.get("id", "")
+        if (refused := _refused(run_id)) is not None:
+            return refused
         form = await self._form(request)
         if isinstance(form, Response):
             return form
@@ -280,6 +285,8 @@ class Console:
 
     async def _act(self, request: Request) -> Response:
         run_id = request.query_params.get("id", "")
+        if (refused := _refused(run_id)) is not None:
+            return refused
         form = await self._form(request)
         if isinstance(form, Response):
             return form
@@ -304,6 +311,16 @@ class Console:
 
 def _html(body: Html, code: int = 200) -> HTMLResponse:
     return HTMLResponse(str(body), status_code=code)
+
+
+def _refused(run_id: str) -> Response | None:
+    """A bad request for a run id that no run can have (empty, too long, a NUL), before any
+    query: a database may refuse to even look it up."""
+    try:
+        check_run_id(run_id)
+    except ConfigError as exc:
+        return _html(error_page("bad request", str(exc), links=[("./", "runs")]), 400)
+    return None
 
 
 async def _stopped(journal: Journal, *, limit: int = 500) -> list[Row]:

@@ -11,7 +11,15 @@ from typing import Any
 from runtime.errors import CorruptJournal, StorageError
 from runtime.records import CODEC
 
-__all__ = ["MAX_DEPTH", "decode", "encode", "unstorable"]
+__all__ = [
+    "MAX_DEPTH",
+    "TooDeep",
+    "decode",
+    "encode",
+    "parse_json",
+    "unstorable",
+    "unstorable_text",
+]
 
 
 _encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
@@ -82,6 +90,21 @@ def unstorable(value: Any, *, name: str = "value", depth: int = MAX_DEPTH) -> st
     return _find_problem(value, name, depth) or f"{name}: not JSON"
 
 
+def unstorable_text(text: object, *, name: str = "id") -> str | None:
+    """Why ``text`` cannot be an id, a key or a name in the journal, or ``None`` if it can.
+
+    Such texts are stored as they are, in columns of their own, not as JSON (which escapes
+    what it holds): a string of valid Unicode without a NUL, which PostgreSQL's ``text`` cannot
+    hold (SQLite could, so it is refused on both backends alike).
+    """
+    if not isinstance(text, str):
+        return f"{name}: {type(text).__name__} is not a string"
+    at = text.find("\x00")
+    if at >= 0:
+        return f"{name}: a NUL character (at {at}), which a journal cannot store"
+    return _find_problem(text, name, 0)
+
+
 def _storable_text(text: str, depth: int) -> bool:
     if not text.isascii():
         try:
@@ -147,6 +170,31 @@ def _find_problem(value: Any, here: str, depth: int) -> str | None:
                 return problem
         return None
     return f"{here}: {type(value).__name__} is not JSON"
+
+
+class TooDeep(ValueError):
+    """A JSON text nested deeper than a journal keeps (``MAX_DEPTH``), refused unparsed."""
+
+    def __init__(self, depth: int = MAX_DEPTH):
+        super().__init__(f"JSON nested more than {depth} levels deep")
+        self.depth = depth
+
+
+def parse_json(
+    text: str, *, depth: int = MAX_DEPTH, parse_constant: Callable[[str], Any] | None = None
+) -> Any:
+    """A JSON text that arrived from outside (an operator, a model, a peer) as a value.
+
+    ``ValueError`` if it is not JSON; ``TooDeep`` (a ``ValueError`` too) if it nests deeper
+    than ``depth``, checked before parsing: Python's parser recurses, and a text thousands of
+    levels deep would end in ``RecursionError`` (and could never be journaled anyway).
+    """
+    if text.count("[") + text.count("{") > depth and _nesting(text) > depth:
+        raise TooDeep(depth)
+    try:
+        return json.loads(text, parse_constant=parse_constant)
+    except RecursionError:  # pragma: no cover - the count above comes first
+        raise TooDeep(depth) from None
 
 
 def encode(payload: Any) -> str:

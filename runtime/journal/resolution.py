@@ -69,10 +69,22 @@ class Resolution:
         if payload.get("outcome") != self.outcome:
             return False
         if self.outcome == "value":
-            return bool(payload.get("value") == self.value)
+            return _same_json(payload.get("value"), self.value)
         if self.outcome == "error":
             return bool((payload.get("error") or {}).get("message") == self.error)
         return True
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    """Equal as JSON values: ``true`` is not ``1.0`` nor ``1`` is ``1.0`` (Python says both are),
+    since the model would be told something else."""
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(_same_json(x, y) for x, y in zip(a, b, strict=True))
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same_json(a[k], b[k]) for k in a)
+    return bool(a == b)
 
 
 def judged_attempt(state: RunState, call: CallState, attempt: int | None) -> int:

@@ -108,6 +108,19 @@ api_key_env = "MY_LLM_KEY"
 
 
 @pytest.mark.parametrize(
+    ("provider", "line", "bound"),
+    [("openai", "", 600.0), ("anthropic", "total_timeout = 90\n", 90.0)],
+)
+async def test_a_model_file_bounds_each_turn_by_default_and_may_set_the_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, provider: str, line: str, bound: float
+) -> None:
+    monkeypatch.setenv("MY_LLM_KEY", "sk-test")
+    toml = f'[model]\nprovider = "{provider}"\nname = "m"\napi_key_env = "MY_LLM_KEY"\n{line}'
+    async with open_agent_file(write_agent(tmp_path, toml)) as agent:
+        assert getattr(agent.model, "total_timeout", None) == bound
+
+
+@pytest.mark.parametrize(
     ("toml", "message"),
     [
         ("max_turns = 3", "model: Field required"),

@@ -91,6 +91,38 @@ def test_records_after_the_end_written_by_an_older_bide_are_flagged(
     assert cli("verify", "ok", "--db", str(db_path)).code == 0
 
 
+def test_verify_reports_a_run_it_cannot_read_and_checks_the_others(db_path: Path, cli: Cli) -> None:
+    async def runs() -> None:
+        async with Journal(db_path) as journal:
+            for run_id in ("a", "broken", "z"):
+                await Agent(model=ScriptedModel([{"text": "done"}])).run(
+                    run_id, "go", journal=journal
+                )
+
+    asyncio.run(runs())
+    conn = sqlite3.connect(db_path)
+    with conn:
+        conn.execute(
+            "UPDATE bide_records SET payload = '{oops' WHERE run_id = 'broken' AND key = 'turn/1'"
+        )
+        conn.execute(
+            "INSERT INTO bide_records (run_id, key, kind, codec, payload, created_ms) "
+            "VALUES ('z', 'turn/2', 'turn', 'json', ?, 0)",
+            ('{"n": 2, "turn": {"text": "again", "tool_calls": []}, "plan": {}}',),
+        )
+    conn.close()
+    done = cli("verify", "--db", str(db_path))
+    assert done.code == 1, done.err
+    lines = done.out.splitlines()
+    assert lines[-1] == "3 runs checked, 2 with findings"
+    assert any(line.startswith("run z records after the end: turn/2 (seq ") for line in lines)
+    (broken,) = [line for line in lines if line.startswith("run broken ")]
+    assert broken.startswith("run broken cannot be read: record 'turn/1' of run 'broken'")
+    listed = cli("verify", "nobody", "a", "--db", str(db_path), "--json")
+    assert listed.code == 1 and listed.json()["checked"] == 2
+    assert list(listed.json()["findings"]) == ["nobody"]
+
+
 async def test_a_decision_or_an_answer_after_the_end_is_refused(journal: Journal) -> None:
     @tool(approval=single_approval())
     async def wire(amount: int) -> dict[str, Any]:

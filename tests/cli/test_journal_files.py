@@ -147,9 +147,34 @@ def test_resume_of_a_run_whose_start_record_is_not_an_object_names_it(
     with sqlite3.connect(db_path) as conn:
         conn.execute("UPDATE bide_records SET payload = '[1, 2]' WHERE key = 'start'")
     done = cli("--db", str(db_path), "resume", "r1")
-    assert done.code == 1, done.err
+    assert done.code == 2, done.err
     assert (
         done.error_line
         == "bide: error: CorruptJournal: run 'r1': its start record is not an object"
     )
+    assert "Traceback" not in done.err
+
+
+@pytest.mark.parametrize(
+    "verb",
+    [["resume", "r"], ["resolve", "r", "c1", "--not-executed"], ["cancel", "r"], ["show", "r"]],
+)
+def test_a_record_of_the_wrong_shape_is_a_corrupt_journal_naming_it_exit_2(
+    cli: Cli, db_path: Path, verb: list[str]
+) -> None:
+    """An attempt record without its attempt number (another program wrote it)."""
+    halting = ["run", "--agent", "tests.cli.agents:halting", "--run-id", "r", "go"]
+    assert cli("--db", str(db_path), *halting).code == 4
+    with sqlite3.connect(db_path) as conn:
+        conn.execute(
+            "UPDATE bide_records SET payload = '{\"call_id\": \"c1\"}' WHERE kind = 'attempt'"
+        )
+        (key, seq) = conn.execute(
+            "SELECT key, seq FROM bide_records WHERE kind = 'attempt'"
+        ).fetchone()
+    done = cli("--db", str(db_path), *verb)
+    assert done.code == 2, done.err
+    named = f"record '{key}' of run 'r' (seq {seq}) does not have the shape of a 'attempt' record"
+    assert f"{named} (no 'attempt')" in done.error_line
+    assert verb[0] == "show" or done.error_line.startswith("bide: error: CorruptJournal: ")
     assert "Traceback" not in done.err

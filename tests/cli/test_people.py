@@ -86,6 +86,9 @@ def test_answer_validates_the_value_then_resume_completes(cli: Cli, db_path: Pat
     assert wrong.code == 2 and "does not fit" in wrong.error_line
     not_json = cli("--db", str(db_path), "answer", "r", "price", "--value", "cheap")
     assert not_json.code == 2 and "--value takes JSON" in not_json.error_line
+    deep = cli("--db", str(db_path), "answer", "r", "price", "--value", "[" * 5000 + "]" * 5000)
+    assert deep.code == 2 and "--value: JSON nested more than 100 levels deep" in deep.error_line
+    assert len(deep.error_line) < 300
     ok = cli("--db", str(db_path), "answer", "r", "price", "--value", "42")
     assert ok.code == 0 and "answer to price recorded" in ok.out
     assert cli("--db", str(db_path), "resume", "r").code == 0

@@ -64,6 +64,20 @@ def test_the_same_resolution_again_changes_nothing_and_a_different_one_is_refuse
     assert "Traceback" not in other.err
 
 
+@pytest.mark.parametrize(
+    ("first", "then"), [("1.0", "true"), ("1", "1.0"), ('{"a": [0]}', '{"a": [false]}')]
+)
+def test_a_value_equal_in_python_but_not_in_json_is_a_different_resolution(
+    cli: Cli, halted: str, first: str, then: str
+) -> None:
+    assert cli("resolve", "--db", halted, "r", "c1", "--succeeded", first).code == 0
+    other = cli("resolve", "--db", halted, "r", "c1", "--succeeded", then)
+    assert other.code == 2, other.out
+    assert "a different resolution is refused" in other.error_line
+    same = cli("resolve", "--db", halted, "r", "c1", "--succeeded", first)
+    assert same.code == 0 and "already resolved" in same.out
+
+
 def test_resolving_a_call_that_is_not_halted_is_refused(cli: Cli, db_path: Path) -> None:
     db = str(db_path)
     cli("run", "--db", db, "--agent", "tests.cli.agents:agent", "--run-id", "r", "go")
@@ -148,6 +162,8 @@ def test_an_attempt_the_call_never_made_is_refused(cli: Cli, halted: str) -> Non
     ("argv", "says"),
     [
         (["--succeeded", "{not json"], "--succeeded takes the call's result as JSON"),
+        (["--succeeded", "[" * 5000 + "]" * 5000], "--succeeded: JSON nested more than 100"),
+        (["--succeeded", '{"a":' * 5000 + "1" + "}" * 5000], "nested more than 100 levels"),
         (["--failed", "  "], "--failed needs a text"),
         ([], "one of the arguments --succeeded --failed --not-executed is required"),
         (["--failed", "x", "--not-executed"], "not allowed with argument"),
@@ -159,6 +175,7 @@ def test_a_malformed_resolve_is_a_usage_error(
     done = cli("resolve", "--db", halted, "r", "c1", *argv)
     assert done.code == 2
     assert done.error_line.startswith("bide: error: ") and says in done.error_line
+    assert len(done.error_line) < 300
 
 
 def test_cancel_stops_the_run_at_its_next_drive_which_exits_5(cli: Cli, halted: str) -> None:

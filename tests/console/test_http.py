@@ -221,6 +221,15 @@ def test_a_bad_value_is_shown_back_and_nothing_is_journaled(site: Site) -> None:
         value="{not json",
     )
     assert bad.status_code == 400 and "must be JSON" in bad.text
+    deep = site.post(
+        "/confirm?id=h1",
+        csrf=site.csrf("h1"),
+        action="resolve",
+        call_id="c1",
+        outcome="succeeded",
+        value="[" * 5000 + "]" * 5000,
+    )
+    assert deep.status_code == 400 and "nested more than 100 levels deep" in deep.text
     assert records(site.db, "h1") == before
 
 
@@ -446,3 +455,20 @@ def test_a_confirm_shown_for_attempt_1_is_refused_once_attempt_2_halted(db_path:
         page = bob.get("/run?id=h1").text
         assert "attempt 2 was marked" in page
         assert _form_fields(page, "resolve-not-executed")["attempt"] == "2"
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_run_id_or_filter_with_a_nul_is_a_bad_request_on_either_backend(
+    request: pytest.FixtureRequest, backend: str, db_path: Path
+) -> None:
+    where = request.getfixturevalue("pg_url") if backend == "postgres" else db_path
+    if backend == "sqlite":
+        make(db_path, h1=HALTING)
+    with TestClient(Console(where, token=TOKEN), raise_server_exceptions=False) as c:
+        c.get("/?token=" + TOKEN)
+        for path in ("/run?id=%00", "/run?id=a%00b", "/?prefix=%00", "/?before=1:%00"):
+            page = c.get(path)
+            assert page.status_code == 400, (path, page.status_code)
+            assert "NUL" in html.unescape(page.text), page.text
+        refused = c.post("/act?id=%00", files={"csrf": (None, "x"), "action": (None, "cancel")})
+        assert refused.status_code in (400, 403), refused.status_code

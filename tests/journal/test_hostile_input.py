@@ -10,7 +10,16 @@ from typing import Any
 
 import pytest
 
-from runtime import Agent, Journal, Resolution, RunStatus, Safety, StorageError, tool
+from runtime import (
+    Agent,
+    Journal,
+    Resolution,
+    RunStatus,
+    Safety,
+    StorageError,
+    ToolContext,
+    tool,
+)
 from runtime.errors import ConfigError, ProtocolError
 from runtime.journal import SQLiteStore
 from runtime.journal.codec import MAX_DEPTH, unstorable
@@ -247,3 +256,71 @@ async def test_a_writer_whose_file_is_deleted_under_it_stops_instead_of_writing_
             await asyncio.wait_for(journal.store.append("r", "k2", "t", {}), 5)
         with pytest.raises(StorageError, match="was deleted"):
             await asyncio.wait_for(journal.store.append("r", "k3", "t", {}), 5)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
+async def test_thirty_runs_finish_while_one_model_sends_a_nul_in_a_call_id(
+    journal: Journal,
+) -> None:
+    """A value a backend cannot store costs only the run that sent it, never its batch."""
+    ledger = Ledger()
+    tools = make_tools(ledger)
+
+    def agent(call_id: str) -> Agent:
+        script = [
+            {"tool_calls": [call(call_id, "charge", customer="ann", amount=5)]},
+            {"text": "done"},
+        ]
+        return Agent(model=ScriptedModel(script), tools=list(tools.values()))
+
+    runs = [agent("c1").run(f"r{i}", "go", journal=journal) for i in range(30)]
+    runs.append(agent("c\x001").run("hostile", "go", journal=journal))
+    outcomes = await asyncio.wait_for(asyncio.gather(*runs, return_exceptions=True), 60)
+    hostile = outcomes.pop()
+    assert isinstance(hostile, ProtocolError), hostile
+    assert "turn 1 cannot be journaled" in str(hostile) and "NUL" in str(hostile)
+    assert all(not isinstance(o, BaseException) for o in outcomes), outcomes
+    assert all(o.status is RunStatus.COMPLETED for o in outcomes), outcomes
+    assert ledger.count("charge") == 30
+    assert (await journal.require("hostile")).turns == []
+
+
+async def test_an_interrupt_key_with_a_nul_is_refused_as_misuse_naming_the_key(
+    journal: Journal,
+) -> None:
+    @tool(safety=Safety.READ_ONLY)
+    async def quote(context: ToolContext) -> int:
+        """Ask a person for a price under a key no journal can store."""
+        return int(await context.interrupt("pri\x00ce", "What price?", expect=int))
+
+    script = [{"tool_calls": [call("c1", "quote")]}, {"text": "quoted"}]
+    with pytest.raises(ConfigError, match=r"interrupt key must be .* without NUL: 'pri\\x00ce'"):
+        await Agent(model=ScriptedModel(script), tools=[quote]).run("r", "go", journal=journal)
+    assert not [r for r in (await journal.require("r")).records if r.kind == "interrupt"]
+
+
+@pytest.mark.parametrize(
+    ("reply", "problem"),
+    [
+        (nested(5000), f"nested more than {MAX_DEPTH} levels deep"),
+        ({"at": object()}, "result.at: object is not JSON"),
+    ],
+)
+async def test_a_side_effect_returning_what_cannot_be_converted_is_recorded_as_ran(
+    journal: Journal, reply: Any, problem: str
+) -> None:
+    """Not a halt ("it may have acted"): the tool returned, so it ran; its value is refused."""
+    fired = []
+
+    @tool
+    async def send(to: str) -> Any:
+        """Send a message; the provider answers with what no journal keeps."""
+        fired.append(to)
+        return reply
+
+    script = [{"tool_calls": [call("c1", "send", to="bob")]}, {"text": "sent"}]
+    result = await Agent(model=ScriptedModel(script), tools=[send]).run("r", "go", journal=journal)
+    assert result.status is RunStatus.COMPLETED and fired == ["bob"]
+    (record,) = [r for r in (await journal.require("r")).records if r.kind == "result"]
+    assert record.payload["error"]["type"] == "unrecordable_result"
+    assert problem in record.payload["error"]["message"]

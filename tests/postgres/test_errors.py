@@ -157,3 +157,31 @@ async def test_a_commit_that_never_reached_the_server_is_learned_and_reported_fa
         assert all(isinstance(r, StorageError) for r in results), results
         assert "server aborted the batch" in one_line(results[0])
         assert [r.key for r in await store.load("r")] == ["header"]
+
+
+async def test_an_op_the_server_refuses_fails_alone_and_the_rest_of_its_batch_commits(
+    pg_url: str,
+) -> None:
+    """A refusal one op causes (past every check before the writer) costs only that op."""
+    from runtime.journal.codec import encode
+    from runtime.journal.postgres.batch import AppendOp
+    from runtime.records import CODEC
+
+    async with Journal(pg_url) as journal:
+        store = journal.store
+        assert isinstance(store, PostgresStore)
+        for i in range(40):
+            await store.create_run(f"r{i}")
+        writer = store._writer
+
+        def op(run_id: str, key: str) -> AppendOp:
+            return AppendOp(run_id, key, "t", CODEC, encode({"i": key}), check_header=True)
+
+        futures = [writer.submit(op(f"r{i}", "k")) for i in range(40)]
+        futures.insert(17, writer.submit(op("r3", "bad\x00key")))
+        outcomes = await asyncio.wait_for(asyncio.gather(*futures, return_exceptions=True), 30)
+        bad = outcomes.pop(17)
+        assert isinstance(bad, StorageError) and "0x00" in str(bad), bad
+        assert all(isinstance(o, tuple) and o[0] for o in outcomes), outcomes
+        for i in range(40):
+            assert [r.key for r in await store.load(f"r{i}")] == ["header", "k"]

@@ -205,7 +205,8 @@ async def test_read_names_the_record_a_run_cannot_be_told_past(journal: Journal)
     unreadable = read("r", bad, timeline)
     assert isinstance(unreadable, Unreadable)
     assert unreadable.reason == (
-        f"record 'turn/2' of run 'r' cannot be read (seq {broken.seq}): KeyError: 'turn'"
+        f"record 'turn/2' of run 'r' (seq {broken.seq}) does not have the shape of a 'turn' "
+        "record (no 'turn')"
     )
 
 

@@ -27,6 +27,7 @@ __all__ = [
     "is_postgres_url",
     "make_engine",
     "postgres_url",
+    "sqlstate",
     "storage_error",
 ]
 
@@ -122,6 +123,12 @@ def _root(exc: BaseException) -> BaseException:
             break
         exc = inner
     return exc
+
+
+def sqlstate(exc: BaseException) -> str | None:
+    """The SQLSTATE of the server's refusal under ``exc``, if it is one."""
+    code = getattr(_root(exc), "sqlstate", None)
+    return None if code is None else str(code)
 
 
 def _is_wrapper(exc: BaseException) -> bool:

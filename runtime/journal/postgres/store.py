@@ -41,6 +41,8 @@ from runtime.journal.protocol import (
     RunPage,
     RunRow,
     appended,
+    check_appended,
+    check_query,
     check_release,
     check_run_id,
     index_fields,
@@ -177,6 +179,8 @@ class PostgresStore:
         An existing run written in another format is refused with ``FormatError``.
         """
         check_run_id(run_id)
+        if agent is not None:
+            index_fields({"agent": agent})
         created = bool(await self._submit(CreateOp(run_id, _HEADER, agent, epoch)))
         self._verified.add(run_id)
         return created
@@ -198,6 +202,7 @@ class PostgresStore:
         """Insert ``payload`` under ``key`` unless the key exists; return the winner (the
         contract is ``Store.append``'s, ``before`` and ``release`` included)."""
         check_release(release, epoch)
+        check_appended(run_id, key, kind, unless, watch, before)
         op = AppendOp(
             run_id,
             key,
@@ -266,6 +271,8 @@ class PostgresStore:
         return bool(await self._submit(LeaseOp("release", lease.run_id, values)))
 
     async def lease(self, run_id: str) -> Lease | None:
+        check_query(run_id=run_id)
+
         async def go(conn: AsyncConnection) -> Any:
             return (await conn.execute(L.READ, {"run_id": run_id})).first()
 
@@ -325,6 +332,7 @@ class PostgresStore:
         return await self._run(go)
 
     async def get(self, run_id: str, key: str) -> Record | None:
+        check_query(run_id=run_id, key=key)
         rows = await self._fetch(_GET, {"run_id": run_id, "key": key})
         if not rows:
             return None
@@ -336,6 +344,7 @@ class PostgresStore:
 
     async def check_run(self, run_id: str) -> bool:
         """True if the run exists; ``FormatError`` if it is written in an unknown format."""
+        check_query(run_id=run_id)
         rows = await self._fetch(_GET, {"run_id": run_id, "key": "header"})
         if not rows:
             return False
@@ -357,6 +366,7 @@ class PostgresStore:
         elif not prefix:
             raise ConfigError("a key prefix is a non-empty string")
         else:
+            check_query(prefix=prefix)
             values = {"run_id": run_id, "after": after, "prefix": prefix}
             rows = await self._fetch(_LOAD_PREFIX, values)
         return [
@@ -381,6 +391,7 @@ class PostgresStore:
         before: str | None = None,
     ) -> RunPage:
         """Runs newest first, filtered by index status and run-id prefix, one page at a time."""
+        check_query(status=status, prefix=prefix, cursor=before)
         if limit < 1:
             raise ConfigError("limit must be at least 1")
         query = _RUNS
@@ -403,6 +414,7 @@ class PostgresStore:
 
     async def run_row(self, run_id: str) -> RunRow | None:
         """The run's row in the index, if the run exists."""
+        check_query(run_id=run_id)
         rows = await self._fetch(_ROW, {"run_id": run_id})
         return _run_row(rows[0]) if rows else None
 

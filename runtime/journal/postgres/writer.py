@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from runtime import faults
 from runtime.errors import StorageError
 from runtime.journal.postgres.batch import AppendOp, CreateOp, Failed, Op, apply_all
-from runtime.journal.postgres.connect import connection_lost, storage_error
+from runtime.journal.postgres.connect import connection_lost, sqlstate, storage_error
 from runtime.logs import get_logger
 
 if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal opens
@@ -42,8 +42,10 @@ _Item = tuple[Op, "asyncio.Future[Any]"]
 
 class Writer:
     """Group-commits the writes of a journal on one connection of its own (reconnected when the
-    server drops it). A batch that fails fails every caller in it, and nothing of it is
-    committed; a caller is resolved only after the commit holding its write."""
+    server drops it). A caller is resolved only after the commit holding its write. A batch the
+    server refuses for what an op holds is committed again in halves, until only the op that
+    caused it fails; a batch that fails otherwise (a lost connection) fails every caller in it,
+    and nothing of it is committed."""
 
     def __init__(self, engine: AsyncEngine, where: str):
         self.where = where
@@ -128,6 +130,26 @@ class Writer:
                     item[1].set_exception(closed)
 
     async def _commit(self, batch: list[_Item]) -> None:
+        """Commit ``batch`` and tell its callers; should the server refuse it for what one of
+        its ops holds, the halves are committed apart, so that only that op's caller fails."""
+        refused = await self._attempt(batch)
+        if refused is None:
+            return
+        if len(batch) > 1 and _one_op_could_cause(refused):
+            log.warning(
+                "journal_batch_split", path=self.where, ops=len(batch), error=_one_line(refused)
+            )
+            half = len(batch) // 2
+            await self._commit(batch[:half])
+            await self._commit(batch[half:])
+            return
+        error = storage_error(self.where, refused, doing="nothing of this batch was committed")
+        log.warning("journal_commit_failed", path=self.where, error=str(error))
+        _fail_all(batch, error)
+
+    async def _attempt(self, batch: list[_Item]) -> BaseException | None:
+        """Commit ``batch`` once and tell its callers, or return why the server refused it
+        (the connection alive, nothing of it committed) and tell nobody."""
         ops = [op for op, _ in batch]
         records = _records(ops)
         for retry in (True, False):
@@ -170,13 +192,18 @@ class Writer:
                     continue
                 if committing and lost:
                     await self._settle_unknown(batch, outcomes, xid[0], exc)
-                    return
-                error = storage_error(self.where, exc, doing="nothing of this batch was committed")
-                log.warning("journal_commit_failed", path=self.where, error=str(error))
-                _fail_all(batch, error)
-                return
+                    return None
+                if lost:
+                    error = storage_error(
+                        self.where, exc, doing="nothing of this batch was committed"
+                    )
+                    log.warning("journal_commit_failed", path=self.where, error=str(error))
+                    _fail_all(batch, error)
+                    return None
+                return exc
             self._committed(batch, outcomes, records)
-            return
+            return None
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _committed(self, batch: list[_Item], outcomes: list[Any], records: int) -> None:
         self.commits += 1
@@ -239,6 +266,26 @@ def _records(ops: list[Op]) -> int:
     return sum(
         1 + len(op.before) if isinstance(op, AppendOp) else isinstance(op, CreateOp) for op in ops
     )
+
+
+_OP_CAUSED = ("22", "23", "54")
+"""SQLSTATE classes of a refusal that what one op holds can cause: a data exception (a NUL,
+an encoding), an integrity violation, a program limit (a value too large)."""
+
+
+def _one_op_could_cause(exc: BaseException) -> bool:
+    """Whether the server's refusal of a batch may be one op's doing, not the server's state
+    (a lost connection, a shutdown, a full disk fail every op alike: splitting would not help)."""
+    if isinstance(exc, StorageError):
+        return False
+    code = sqlstate(exc)
+    if code is None:
+        return not isinstance(exc, sa.exc.SQLAlchemyError | OSError)  # a bug an op may trip
+    return code[:2] in _OP_CAUSED
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:300]
 
 
 def _fail_all(batch: list[_Item], error: BaseException) -> None:

@@ -22,6 +22,8 @@ from runtime.journal.protocol import (
     RunPage,
     RunRow,
     appended,
+    check_appended,
+    check_query,
     check_release,
     check_run_id,
     index_fields,
@@ -120,6 +122,8 @@ class SQLiteStore:
         An existing run written in another format is refused with ``FormatError``.
         """
         check_run_id(run_id)
+        if agent is not None:
+            index_fields({"agent": agent})
         created = bool(await self._writer.submit(CreateOp(run_id, _HEADER, agent, epoch)))
         self._verified.add(run_id)
         return created
@@ -149,6 +153,7 @@ class SQLiteStore:
         releases the lease of ``epoch`` with it.
         """
         check_release(release, epoch)
+        check_appended(run_id, key, kind, unless, watch, before)
         op = AppendOp(
             run_id,
             key,
@@ -208,6 +213,7 @@ class SQLiteStore:
     # --- reads -----------------------------------------------------------------------------
 
     async def get(self, run_id: str, key: str) -> Record | None:
+        check_query(run_id=run_id, key=key)
         params = GET.params(run_id=run_id, key=key)
         row = await self._readers.run(_fetchone, GET.sql, params)
         if row is None:
@@ -220,6 +226,7 @@ class SQLiteStore:
 
     async def check_run(self, run_id: str) -> bool:
         """True if the run exists; ``FormatError`` if it is written in an unknown format."""
+        check_query(run_id=run_id)
         params = GET.params(run_id=run_id, key="header")
         row = await self._readers.run(_fetchone, GET.sql, params)
         if row is None:
@@ -242,6 +249,7 @@ class SQLiteStore:
             return await self._readers.run(_load, run_id, LOAD.params(run_id=run_id, after=after))
         if not prefix:
             raise ConfigError("a key prefix is a non-empty string")
+        check_query(prefix=prefix)
         low, high = prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)
         params = LOAD_PREFIX.params(run_id=run_id, after=after, low=low, high=high)
         return await self._readers.run(_load, run_id, params, LOAD_PREFIX.sql)
@@ -255,6 +263,7 @@ class SQLiteStore:
         before: str | None = None,
     ) -> RunPage:
         """Runs newest first, filtered by index status and run-id prefix, one page at a time."""
+        check_query(status=status, prefix=prefix, cursor=before)
         if limit < 1:
             raise ConfigError("limit must be at least 1")
         values: dict[str, Any] = {"limit": limit + 1, "status": status}
@@ -274,11 +283,13 @@ class SQLiteStore:
 
     async def run_row(self, run_id: str) -> RunRow | None:
         """The run's row in the index, if the run exists."""
+        check_query(run_id=run_id)
         row = await self._readers.run(_fetchone, ROW.sql, ROW.params(run_id=run_id))
         return None if row is None else _run_row(row)
 
     async def lease(self, run_id: str) -> Lease | None:
         """The run's lease as it stands, if a drive ever took one."""
+        check_query(run_id=run_id)
         row = await self._readers.run(_fetchone, LEASE.sql, LEASE.params(run_id=run_id))
         return None if row is None else _read(run_id, row, now_ms())
 

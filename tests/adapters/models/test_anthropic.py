@@ -213,7 +213,11 @@ async def test_finished_stream_without_stop_reason_is_a_non_retryable_error(
 
 @pytest.mark.parametrize(
     ("raw", "complaint"),
-    [('{"a": 2,', "not valid JSON"), ("[2, 3]", "not a JSON object")],
+    [
+        ('{"a": 2,', "not valid JSON"),
+        ("[2, 3]", "not a JSON object"),
+        ('{"a": ' + "[" * 5000 + "]" * 5000 + "}", "nested more than 100 levels deep"),
+    ],
 )
 async def test_tool_input_that_is_not_a_json_object_is_a_non_retryable_error(
     server: ProviderServer, models: Models, raw: str, complaint: str

@@ -218,6 +218,7 @@ async def test_stream_dropped_mid_body_is_a_retryable_connection_error(
         ('{"a": NaN}', "not valid JSON"),
         ("[2, 3]", "not a JSON object"),
         ('"2 and 3"', "not a JSON object"),
+        ('{"a": ' + "[" * 5000 + "]" * 5000 + "}", "nested more than 100 levels deep"),
     ],
 )
 async def test_tool_arguments_that_are_not_a_json_object_are_a_non_retryable_error(

@@ -204,6 +204,18 @@ async def test_total_timeout_bounds_a_stream_that_trickles_forever(
     assert caught.value.retryable is True
 
 
+async def test_a_turn_is_bounded_by_default_and_the_bound_can_be_lifted_explicitly(
+    dialect: Dialect,
+) -> None:
+    """A server trickling keep-alives cannot hold a drive for ever unless the host asks."""
+    from adapters.models._wire import DEFAULT_TOTAL_TIMEOUT
+
+    assert DEFAULT_TOTAL_TIMEOUT == 600.0
+    assert dialect.make(timeout=5.0).total_timeout == DEFAULT_TOTAL_TIMEOUT
+    assert dialect.make(total_timeout=30).total_timeout == 30
+    assert dialect.make(total_timeout=None).total_timeout is None
+
+
 async def test_connection_refused_is_a_retryable_error(dialect: Dialect) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
