@@ -212,3 +212,47 @@ async def test_a_failing_claim_pass_is_logged_and_the_worker_goes_on(
             await until("completed", lambda: _is(journal, "r", "completed"))
     assert charged == ["x"]
     assert any("a bug in the claim" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_worker_reconciles_every_halted_run_however_many_wait_for_a_person(
+    db_path: Path,
+) -> None:
+    """Sixty runs halted after it, waiting for a person (their tool has no reconciler), do not
+    hide an older halted run whose reconciler can settle it now."""
+    from runtime import ToolOutcomeUnknown
+    from runtime.reconcile import Attempt, Found, Unknown
+
+    found: dict[str, bool] = {"now": False}
+
+    async def find(attempt: Attempt) -> Found | Unknown:
+        if found["now"]:
+            return Found({"charged": 5}, "the provider has it")
+        return Unknown("the provider is down")
+
+    @tool(reconcile=find)
+    async def charge(amount: int) -> dict[str, int]:
+        raise ToolOutcomeUnknown("the answer was lost")
+
+    @tool
+    async def email(to: str) -> str:
+        raise ToolOutcomeUnknown("the answer was lost")
+
+    mail = [{"tool_calls": [call("c1", "email", to="ann")]}, {"text": "done"}]
+    async with Journal(db_path) as journal:
+        old = await Agent(model=ScriptedModel(ANSWER), tools=[charge]).run(
+            "old", "go", journal=journal
+        )
+        assert old.status is RunStatus.HALTED
+        for i in range(60):
+            agent = Agent(model=ScriptedModel(mail), tools=[email])
+            assert (await agent.run(f"new-{i}", "go", journal=journal)).status is RunStatus.HALTED
+        found["now"] = True
+        await asyncio.sleep(1.1)  # the in-drive try's next try (1 s) is due
+        both = Agent(model=ScriptedModel(ANSWER), tools=[charge, email])
+        async with Worker(journal, agent=both, poll=0.05):
+
+            async def settled() -> bool:
+                return await journal.status("old") == "completed"
+
+            await until("the old run settled and completed", settled)
+        assert {await journal.status(f"new-{i}") for i in range(60)} == {"halted"}
