@@ -153,13 +153,16 @@ class Worker:
                     except Exception as exc:  # a bug, or a record no store should hold
                         # Never a silent death: said, and tried again at the next poll.
                         log.error("worker_claim_failed", worker=self.name, error=repr(exc))
+                settled = False
                 try:
-                    await self._reconcile_halted()
+                    settled = await self._reconcile_halted()
                 except StorageError as exc:
                     log.warning("worker_reconcile_failed", worker=self.name, error=str(exc))
                 except Exception as exc:
                     log.error("worker_reconcile_failed", worker=self.name, error=repr(exc))
-                if self._active or self._seen_claimable:
+                # A run its reconciler just made ready is work: claimed at the next pass, never
+                # left behind by an idle exit.
+                if self._active or self._seen_claimable or settled:
                     busy_at = time.monotonic()
                 elif self.idle_exit is not None and time.monotonic() - busy_at >= self.idle_exit:
                     log.info("worker_idle", worker=self.name, seconds=self.idle_exit)
@@ -249,9 +252,11 @@ class Worker:
             self._active.pop(run_id, None)
             self._wake.set()
 
-    async def _reconcile_halted(self) -> None:
+    async def _reconcile_halted(self) -> bool:
         """Try the reconcilers of halted runs whose next try is due (backoff per call): every
-        halted run, earliest due first, whatever the number of runs halted before or after it."""
+        halted run, earliest due first, whatever the number of runs halted before or after it.
+        True if one settled a call (its run is ready to drive)."""
+        any_settled = False
         clock = await self.journal.store.clock_ms()
         halted: list[str] = []
         cursor: str | None = None
@@ -299,6 +304,7 @@ class Worker:
                     settled=verdict.outcome is not None,
                 )
             if settled:
+                any_settled = True
                 self._due.pop(run_id, None)
                 self._wake.set()  # it is ready: claim it now
             elif verdicts:
@@ -310,6 +316,7 @@ class Worker:
                 state = await self.journal.require(run_id)
                 idle = clock + int(RECONCILE_IDLE * 1000)
                 self._due[run_id] = min(due_ms(state) or idle, idle)
+        return any_settled
 
     def _agent_for(self, run_id: str) -> AbstractAsyncContextManager[Agent]:
         if self.agent is not None:

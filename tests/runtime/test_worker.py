@@ -256,3 +256,34 @@ async def test_a_worker_reconciles_every_halted_run_however_many_wait_for_a_pers
 
             await until("the old run settled and completed", settled)
         assert {await journal.status(f"new-{i}") for i in range(60)} == {"halted"}
+
+
+async def test_a_worker_that_exits_when_idle_first_drives_the_run_its_reconciler_settled(
+    db_path: Path,
+) -> None:
+    """Its reconciler settles a halted run on the pass where nothing else was to be done: that
+    run is work for the next pass, not a reason to exit idle."""
+    from runtime import ToolOutcomeUnknown
+    from runtime.reconcile import Attempt, Found, Unknown
+
+    found: dict[str, bool] = {"now": False}
+
+    async def find(attempt: Attempt) -> Found | Unknown:
+        if found["now"]:
+            return Found({"charged": 5}, "the provider has it")
+        return Unknown("the provider is down")
+
+    @tool(reconcile=find)
+    async def charge(amount: int) -> dict[str, int]:
+        raise ToolOutcomeUnknown("the answer was lost")
+
+    agent = Agent(model=ScriptedModel(ANSWER), tools=[charge])
+    async with Journal(db_path) as journal:
+        assert (await agent.run("r", "go", journal=journal)).status is RunStatus.HALTED
+        found["now"] = True
+        await asyncio.sleep(1.1)  # the in-drive try's next try (1 s) is due
+        worker = Worker(journal, agent=agent, poll=0.05, idle_exit=0.01)
+        async with asyncio.timeout(30):
+            await worker.run()
+        assert await journal.status("r") == "completed"
+        assert worker.finished == {"r": "completed"}
