@@ -282,7 +282,7 @@ async def test_a_worker_that_exits_when_idle_first_drives_the_run_its_reconciler
         assert (await agent.run("r", "go", journal=journal)).status is RunStatus.HALTED
         found["now"] = True
         await asyncio.sleep(1.1)  # the in-drive try's next try (1 s) is due
-        worker = Worker(journal, agent=agent, poll=0.05, idle_exit=0.01)
+        worker = Worker(journal, agent=agent, poll=0.05, idle_exit=1e-6)
         async with asyncio.timeout(30):
             await worker.run()
         assert await journal.status("r") == "completed"
