@@ -22,9 +22,11 @@ _MIN_SECRET = 6
 
 _URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s:@]*:[^/\s@]*@")
 _QUERY_SECRET = re.compile(
-    r"(?i)([?&;](?:api[-_]?key|apikey|key|token|access[-_]?token|auth|secret|client[-_]?secret|"
-    r"password|passwd|pwd|sig|signature|x-api-key|code)=)[^&#\s\"']+"
+    r"(?i)([?&;](?:api[-_]?key|apikey|key|[\w\-]*token|auth|[\w\-]*secret|"
+    r"[\w\-]*password|[\w\-]*passwd|pwd|sig|signature|x-api-key|code)=)[^&#\s\"']+"
 )
+"""A URL parameter that carries a secret: by name, and any whose name ends in password,
+secret or token (libpq's ``sslpassword``, an OAuth ``refresh_token``)."""
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-]{8,}")
 _HEADER = re.compile(
     r"(?i)\b((?:x-)?api[-_]?key|authorization|x-goog-api-key)([\"']?\s*[:=]\s*[\"']?)"

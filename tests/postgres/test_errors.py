@@ -68,8 +68,19 @@ async def test_a_missing_database_says_so(pg_template: str) -> None:
     assert "no_such_database_for_bide" in one_line(caught.value)
 
 
-def test_the_cli_prints_one_line_without_the_password(pg_template: str) -> None:
-    url = f"postgresql://bide:{SECRET}@127.0.0.1:{free_port()}/journal"
+@pytest.mark.parametrize(
+    "secret_in",
+    ["userinfo", "sslpassword"],
+)
+def test_the_cli_prints_one_line_without_the_password(pg_template: str, secret_in: str) -> None:
+    """Neither the password nor any other secret parameter of the URL (libpq's
+    ``sslpassword``) is printed."""
+    port = free_port()
+    url = (
+        f"postgresql://bide:{SECRET}@127.0.0.1:{port}/journal"
+        if secret_in == "userinfo"
+        else f"postgresql://bide@127.0.0.1:{port}/journal?sslpassword={SECRET}&sslmode=disable"
+    )
     done = subprocess.run(
         [sys.executable, "-m", "runtime", "list", "--db", url],
         env=child_env(),
@@ -83,8 +94,9 @@ def test_the_cli_prints_one_line_without_the_password(pg_template: str) -> None:
     assert SECRET not in done.stdout + done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(
-        "bide: error: StorageError: journal postgresql://***@"
+        "bide: error: StorageError: journal postgresql://"
     )
+    assert "***" in lines[0]
 
 
 async def test_a_connection_the_server_dropped_between_batches_is_replaced(pg_url: str) -> None:

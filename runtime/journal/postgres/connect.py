@@ -11,6 +11,7 @@ import sqlalchemy as sa
 
 from runtime.errors import ConfigError, StorageError
 from runtime.journal.urls import is_postgres_url
+from runtime.redact import redact
 
 if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal opens
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -78,14 +79,16 @@ def postgres_url(url: str | os.PathLike[str]) -> sa.URL:
 
 
 def display(url: sa.URL | str) -> str:
-    """The URL fit for a message: its password, if any, replaced by ``***``."""
+    """The URL fit for a message: its password and every secret parameter (``sslpassword``,
+    ...), if any, replaced by ``***``."""
     if isinstance(url, str):
         try:
             url = sa.engine.make_url(url)
         except sa.exc.ArgumentError:
             return "<an invalid URL>"
     shown = url.set(drivername=url.get_backend_name()) if url.drivername else url
-    return shown.render_as_string(hide_password=True)
+    base, mark, query = shown.render_as_string(hide_password=True).partition("?")
+    return base + mark + redact(mark + query)[1:] if query else base
 
 
 def make_engine(url: sa.URL, *, pool_size: int = 4) -> AsyncEngine:
