@@ -9,13 +9,14 @@ them, and reports each error reply found there, so the session can tell a server
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Final
 
 import httpx2
 from mcp.client.streamable_http import streamable_http_client
+
+from runtime.journal.codec import parse_json
 
 __all__ = ["ServerErrorSeen", "http_transport"]
 
@@ -143,7 +144,7 @@ class _WitnessedStream(httpx2.AsyncByteStream):
 
     def _report(self, body: bytes) -> None:
         try:
-            message = json.loads(body)
+            message = parse_json(body.decode("utf-8", "replace"))
         except ValueError:
             return
         if not isinstance(message, dict) or "id" not in message:

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from runtime.errors import ToolError
+from runtime.journal.codec import parse_json
 from runtime.reconcile import Absent, Attempt, Found, Reconciler, Unknown
 from runtime.tools import Safety, Tool, ToolContext
 
@@ -77,7 +78,7 @@ def _object(answer: Any) -> dict[str, Any] | None:
         and answer[0].get("type") == "text"
     ):
         try:
-            parsed = json.loads(str(answer[0].get("text", "")))
+            parsed = parse_json(str(answer[0].get("text", "")))
         except ValueError:
             return None
         return parsed if isinstance(parsed, dict) else None

@@ -11,7 +11,6 @@ import asyncio
 import collections
 import contextlib
 import errno
-import json
 import os
 import shutil
 import signal
@@ -29,6 +28,7 @@ from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
 from runtime.errors import ProtocolError
+from runtime.journal.codec import parse_json
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
@@ -253,7 +253,7 @@ def _parse(line: bytes, name: str) -> SessionMessage | Exception:
 
 def _unreadable(text: str, name: str, exc: ValueError) -> UnreadableMessage:
     try:
-        value = json.loads(text)
+        value = parse_json(text)
     except ValueError:
         value = None
     answered = value.get("id") if isinstance(value, dict) and "method" not in value else None

@@ -169,3 +169,9 @@ env = {{ PYTHONPATH = {json.dumps(str(ROOT))}, LEDGER = {json.dumps(str(tmp_path
     with pytest.raises(ConfigError, match=r"settle\[.charge.\] must be a number of seconds"):
         async with open_agent_file(agent_file("charge = -1")):
             pass
+
+
+def test_a_lookup_answer_nested_thousands_deep_is_unknown_not_a_crash() -> None:
+    deep = "[" * 5000 + "]" * 5000
+    got = read_lookup([{"type": "text", "text": deep}], lookup="l", key="k")
+    assert isinstance(got, Unknown)

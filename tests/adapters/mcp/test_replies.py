@@ -93,3 +93,13 @@ async def test_a_side_effect_whose_reply_cannot_be_read_halts_and_a_retry_safe_o
     content, is_error = state.calls["c2"].message_content()
     assert is_error and "after 2 attempts" in str(content)
     assert sorted(runs.read_text().splitlines()) == ["malform", "mumble", "mumble"]
+
+
+def test_a_reply_line_nested_thousands_deep_is_reported_not_raised() -> None:
+    """The reader names the line it could not read; one nested past Python's recursion limit
+    must not end the reader with a RecursionError."""
+    from adapters.mcp.stdio import _unreadable
+
+    deep = '{"id": 1, "result": ' + "[" * 5000 + "]" * 5000 + "}"
+    told = _unreadable(deep, "s", ValueError("too deep"))
+    assert "wrote a line on stdout that is not JSON" in str(told)
