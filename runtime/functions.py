@@ -206,7 +206,9 @@ def tool(
     docstring. A parameter annotated ``ToolContext`` receives the call's run id, call id and
     idempotency key. Without ``safety=`` the tool is a SIDE_EFFECT: it runs at most once.
     ``reconcile=`` names a function that looks its effect up, to settle its halts by itself
-    (``runtime.reconcile``); ``settle=`` the seconds an *absent* must wait.
+    (``runtime.reconcile``); ``settle=`` the seconds the provider may take to apply a request,
+    which an *absent* must wait after the attempt's lease ended (without it, an *absent* leaves
+    the halt for a person).
     """
 
     def wrap(f: Callable[..., Awaitable[Any]]) -> FunctionTool:

@@ -103,8 +103,10 @@ class ToolSpec:
     """A SIDE_EFFECT's reconciler (``runtime.reconcile``): an async function that looks the
     effect of a halted attempt up and says Found, Absent or Unknown. It settles halts."""
     settle: float | None = None
-    """Seconds after an attempt started before its reconciler's *absent* may settle it as not
-    executed (default: ``timeout``, else 60): until then the attempt may still be running."""
+    """Seconds the provider may take to apply a request after it left: a reconciler's *absent*
+    settles an attempt as not executed only this long after the end of the lease it was sent
+    under (``runtime.reconcile``). None (the default, whatever the timeout): *absent* never
+    settles it; a person does."""
 
     def __post_init__(self) -> None:
         validate_tool_name(self.name)
