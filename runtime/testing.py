@@ -24,14 +24,13 @@ from runtime.journal.sqlite.leases import (
     LeaseOp,
     LeaseRow,
     decide,
-    ends_ms,
     holds,
+    lease_of,
     now_ms,
     owner_text,
-    wall_offset_ms,
 )
 from runtime.messages import AssistantTurn, Message, ToolCall, Usage
-from runtime.ownership import Lease, Owner, busy, lease_from_row, lost
+from runtime.ownership import Lease, Owner, busy, lost
 from runtime.records import Appended, Entry, Record
 from runtime.tools import ToolSpec
 
@@ -276,7 +275,7 @@ class MemoryStore:
         done, row, now = decide(op, self._leases, set(), now_ms())
         if row is None:
             return done, None
-        return done, _lease(op.run_id, row, now, owner if done else None)
+        return done, lease_of(op.run_id, row, now, owner if done else None)
 
     async def acquire(
         self, run_id: str, owner: Owner, *, ttl: float, take_over: int | None = None
@@ -303,7 +302,7 @@ class MemoryStore:
 
     async def lease(self, run_id: str) -> Lease | None:
         row = self._leases.get(run_id)
-        return None if row is None else _lease(run_id, row, now_ms())
+        return None if row is None else lease_of(run_id, row, now_ms())
 
     async def clock_ms(self) -> int:
         """The journal's clock: the SQLite store's (``leases.now_ms``)."""
@@ -330,22 +329,6 @@ class MemoryStore:
             if len(found) == limit:
                 break
         return found
-
-
-def _lease(run_id: str, row: LeaseRow, now: int, owner: Owner | None = None) -> Lease:
-    epoch, text, _host, acquired, expires, released = row
-    return lease_from_row(
-        run_id,
-        epoch,
-        text if owner is None else owner,
-        acquired,
-        expires,
-        released,
-        now,
-        live=holds(row, now),
-        wall_offset_ms=wall_offset_ms(now),
-        ends_ms=ends_ms(row, now),
-    )
 
 
 def _seq(record: Record) -> int:

@@ -19,11 +19,13 @@ from runtime import (
     Owner,
     RunStatus,
     Safety,
+    ToolOutcomeUnknown,
     Worker,
     single_approval,
     tool,
 )
 from runtime.ownership import this_host
+from runtime.reconcile import Attempt, Found, Unknown
 from runtime.testing import ScriptedModel
 from tests.helpers import call
 
@@ -214,24 +216,32 @@ async def test_a_failing_claim_pass_is_logged_and_the_worker_goes_on(
     assert any("a bug in the claim" in r.getMessage() for r in caplog.records)
 
 
+class LostCharges:
+    """A charge whose answer is always lost (it halts), and whose reconciler finds it only once
+    the provider is back (``back``): before that it says unknown."""
+
+    def __init__(self) -> None:
+        self.back = False
+
+        async def find(attempt: Attempt) -> Found | Unknown:
+            if self.back:
+                return Found({"charged": 5}, "the provider has it")
+            return Unknown("the provider is down")
+
+        @tool(reconcile=find)
+        async def charge(amount: int) -> dict[str, int]:
+            raise ToolOutcomeUnknown("the answer was lost")
+
+        self.charge = charge
+
+
 async def test_a_worker_reconciles_every_halted_run_however_many_wait_for_a_person(
     db_path: Path,
 ) -> None:
     """Sixty runs halted after it, waiting for a person (their tool has no reconciler), do not
     hide an older halted run whose reconciler can settle it now."""
-    from runtime import ToolOutcomeUnknown
-    from runtime.reconcile import Attempt, Found, Unknown
-
-    found: dict[str, bool] = {"now": False}
-
-    async def find(attempt: Attempt) -> Found | Unknown:
-        if found["now"]:
-            return Found({"charged": 5}, "the provider has it")
-        return Unknown("the provider is down")
-
-    @tool(reconcile=find)
-    async def charge(amount: int) -> dict[str, int]:
-        raise ToolOutcomeUnknown("the answer was lost")
+    lost = LostCharges()
+    charge = lost.charge
 
     @tool
     async def email(to: str) -> str:
@@ -246,7 +256,7 @@ async def test_a_worker_reconciles_every_halted_run_however_many_wait_for_a_pers
         for i in range(60):
             agent = Agent(model=ScriptedModel(mail), tools=[email])
             assert (await agent.run(f"new-{i}", "go", journal=journal)).status is RunStatus.HALTED
-        found["now"] = True
+        lost.back = True
         await asyncio.sleep(1.1)  # the in-drive try's next try (1 s) is due
         both = Agent(model=ScriptedModel(ANSWER), tools=[charge, email])
         async with Worker(journal, agent=both, poll=0.05):
@@ -263,24 +273,12 @@ async def test_a_worker_that_exits_when_idle_first_drives_the_run_its_reconciler
 ) -> None:
     """Its reconciler settles a halted run on the pass where nothing else was to be done: that
     run is work for the next pass, not a reason to exit idle."""
-    from runtime import ToolOutcomeUnknown
-    from runtime.reconcile import Attempt, Found, Unknown
-
-    found: dict[str, bool] = {"now": False}
-
-    async def find(attempt: Attempt) -> Found | Unknown:
-        if found["now"]:
-            return Found({"charged": 5}, "the provider has it")
-        return Unknown("the provider is down")
-
-    @tool(reconcile=find)
-    async def charge(amount: int) -> dict[str, int]:
-        raise ToolOutcomeUnknown("the answer was lost")
-
+    lost = LostCharges()
+    charge = lost.charge
     agent = Agent(model=ScriptedModel(ANSWER), tools=[charge])
     async with Journal(db_path) as journal:
         assert (await agent.run("r", "go", journal=journal)).status is RunStatus.HALTED
-        found["now"] = True
+        lost.back = True
         await asyncio.sleep(1.1)  # the in-drive try's next try (1 s) is due
         worker = Worker(journal, agent=agent, poll=0.05, idle_exit=1e-6)
         async with asyncio.timeout(30):

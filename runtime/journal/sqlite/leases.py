@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from runtime.journal import names
-from runtime.ownership import Owner, boot_id, boot_wall_ms, boottime_ms
+from runtime.ownership import Lease, Owner, boot_id, boot_wall_ms, boottime_ms, lease_from_row
 
 __all__ = [
     "LeaseOp",
@@ -32,6 +32,7 @@ __all__ = [
     "decide",
     "ends_ms",
     "holds",
+    "lease_of",
     "now_ms",
     "owner_text",
     "read_leases",
@@ -121,6 +122,24 @@ def ends_ms(row: LeaseRow, now: int) -> int | None:
     if clock is not None:
         return 0
     return row[4] - wall_offset_ms(now)
+
+
+def lease_of(run_id: str, row: LeaseRow, now: int, owner: Owner | None = None) -> Lease:
+    """The lease a row holds, judged at ``now`` on the journal's clock; with ``owner`` when the
+    caller holds it (the row's owner is then that one, not read again)."""
+    epoch, text, _host, acquired_ms, expires_ms, released = row
+    return lease_from_row(
+        run_id,
+        epoch,
+        text if owner is None else owner,
+        acquired_ms,
+        expires_ms,
+        released,
+        now,
+        live=holds(row, now),
+        wall_offset_ms=wall_offset_ms(now),
+        ends_ms=ends_ms(row, now),
+    )
 
 
 @functools.cache

@@ -31,18 +31,11 @@ from runtime.journal.protocol import (
     ttl_ms,
 )
 from runtime.journal.sqlite.batch import AppendOp, CreateOp, IndexOp, LeaseOp
-from runtime.journal.sqlite.leases import (
-    boot_pattern,
-    ends_ms,
-    holds,
-    now_ms,
-    owner_text,
-    wall_offset_ms,
-)
+from runtime.journal.sqlite.leases import boot_pattern, lease_of, now_ms, owner_text
 from runtime.journal.sqlite.queries import CLAIMABLE, GET, LEASE, LIST, LOAD, LOAD_PREFIX, ROW
 from runtime.journal.sqlite.setup import BUSY_TIMEOUT_MS, Readers, check_format
 from runtime.journal.sqlite.writer import Writer
-from runtime.ownership import Lease, Owner, busy, lease_from_row, lost
+from runtime.ownership import Lease, Owner, busy, lost
 from runtime.records import CODEC, Appended, Entry, Record
 
 __all__ = ["SQLiteStore"]
@@ -310,22 +303,8 @@ class SQLiteStore:
 
 
 def _held(run_id: str, row: Any, now: int, owner: Owner | None = None) -> Lease:
-    """A lease from the writer's row: epoch, owner, host, acquired, expires, released; with
-    ``owner`` when the caller holds it (the row's owner is then that one)."""
-    epoch, text, _host, acquired_ms, expires_ms, released = row
-    holder = text if owner is None else owner
-    return lease_from_row(
-        run_id,
-        epoch,
-        holder,
-        acquired_ms,
-        expires_ms,
-        released,
-        now,
-        live=holds(row, now),
-        wall_offset_ms=wall_offset_ms(now),
-        ends_ms=ends_ms(row, now),
-    )
+    """A lease from the writer's row: epoch, owner, host, acquired, expires, released."""
+    return lease_of(run_id, tuple(row), now, owner)
 
 
 def _read(run_id: str, row: Any, now: int) -> Lease:

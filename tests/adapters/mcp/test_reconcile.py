@@ -91,16 +91,15 @@ def test_the_pairing_example_in_docs_finds_the_refund_by_its_key() -> None:
     assert done.stdout == f"find_refund for key {key}: a refund of 500 cents has this key\n"
 
 
-async def test_an_agent_file_pairs_a_side_effect_with_its_lookup(tmp_path: Path) -> None:
-    from adapters.agentfile import open_agent_file
-    from runtime import ConfigError
+def ledger_agent_file(where: Path, server: str) -> Path:
+    """An agent file whose one MCP server is the ledger server, its table ending in ``server``
+    (the lines under test)."""
     from tests.conftest import ROOT
 
-    def agent_file(reconcile: str, settle: str = "") -> Path:
-        (tmp_path / "s.json").write_text("[]")
-        path = tmp_path / "agent.toml"
-        path.write_text(
-            f"""
+    (where / "s.json").write_text("[]")
+    path = where / "agent.toml"
+    path.write_text(
+        f"""
 [model]
 provider = "scripted"
 script = "s.json"
@@ -109,13 +108,20 @@ script = "s.json"
 name = "ledger"
 command = "python"
 args = ["-m", "tests.adapters.mcp.ledger_server"]
+env = {{ PYTHONPATH = {json.dumps(str(ROOT))}, LEDGER = {json.dumps(str(where / "l"))} }}
 safety = {{ find_charge = "read_only" }}
-reconcile = {{ {reconcile} }}
-settle = {{ {settle} }}
-env = {{ PYTHONPATH = {json.dumps(str(ROOT))}, LEDGER = {json.dumps(str(tmp_path / "l"))} }}
+{server}
 """
-        )
-        return path
+    )
+    return path
+
+
+async def test_an_agent_file_pairs_a_side_effect_with_its_lookup(tmp_path: Path) -> None:
+    from adapters.agentfile import open_agent_file
+    from runtime import ConfigError
+
+    def agent_file(reconcile: str) -> Path:
+        return ledger_agent_file(tmp_path, f"reconcile = {{ {reconcile} }}")
 
     async with open_agent_file(agent_file('charge = "find_charge"')) as agent:
         reconciler = agent.tools["charge"].spec.reconcile
@@ -134,29 +140,12 @@ async def test_a_side_effect_settles_an_absent_only_after_the_settle_time_it_is_
     only."""
     from adapters.agentfile import open_agent_file
     from runtime import ConfigError
-    from tests.conftest import ROOT
 
     def agent_file(settle: str) -> Path:
-        (tmp_path / "s.json").write_text("[]")
-        path = tmp_path / "agent.toml"
-        path.write_text(
-            f"""
-[model]
-provider = "scripted"
-script = "s.json"
-
-[[mcp]]
-name = "ledger"
-command = "python"
-args = ["-m", "tests.adapters.mcp.ledger_server"]
-call_timeout = 2
-safety = {{ find_charge = "read_only" }}
-reconcile = {{ charge = "find_charge" }}
-settle = {{ {settle} }}
-env = {{ PYTHONPATH = {json.dumps(str(ROOT))}, LEDGER = {json.dumps(str(tmp_path / "l"))} }}
-"""
+        return ledger_agent_file(
+            tmp_path,
+            f'call_timeout = 2\nreconcile = {{ charge = "find_charge" }}\nsettle = {{ {settle} }}',
         )
-        return path
 
     async with open_agent_file(agent_file("")) as agent:
         assert agent.tools["charge"].spec.timeout == 2
