@@ -19,6 +19,7 @@ from runtime import (
     Owner,
     RunStatus,
     Safety,
+    ToolContext,
     ToolOutcomeUnknown,
     Worker,
     single_approval,
@@ -285,3 +286,46 @@ async def test_a_worker_that_exits_when_idle_first_drives_the_run_its_reconciler
             await worker.run()
         assert await journal.status("r") == "completed"
         assert worker.finished == {"r": "completed"}
+
+
+async def test_a_second_worker_of_this_host_claims_the_runs_the_first_has_no_room_for(
+    db_path: Path,
+) -> None:
+    """Worker A drives three slow runs (all it has room for); worker B, on the same host with
+    three free slots, is handed the three queued runs, not A's live leases to skip."""
+    release = asyncio.Event()
+    started: list[str] = []
+
+    @tool
+    async def charge(amount: int, context: ToolContext) -> dict[str, int]:
+        started.append(context.run_id)
+        await release.wait()
+        return {"charged": amount}
+
+    agent = Agent(model=ScriptedModel(ANSWER), tools=[charge])
+    run_ids = [f"r{i}" for i in range(6)]
+    async with Journal(db_path) as journal:
+        for run_id in run_ids[:3]:
+            await agent.submit(run_id, "go", journal=journal)
+        async with Worker(journal, agent=agent, concurrency=3, poll=0.05, name="a") as a:
+
+            async def a_full() -> bool:
+                return len(started) == 3
+
+            await until("worker a drives three runs", a_full)
+            for run_id in run_ids[3:]:
+                await agent.submit(run_id, "go", journal=journal)
+            async with Worker(journal, agent=agent, concurrency=3, poll=0.05, name="b") as b:
+
+                async def b_full() -> bool:
+                    return len(started) == 6
+
+                await until("worker b drives the three queued runs", b_full)
+                assert sorted(b.active) == run_ids[3:]
+                release.set()
+
+                async def all_done() -> bool:
+                    return set((await statuses(journal, run_ids)).values()) == {"completed"}
+
+                await until("every run completed", all_done)
+        assert sorted(a.finished) == run_ids[:3] and sorted(b.finished) == run_ids[3:]
