@@ -15,12 +15,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import http.client
 import os
 import random
 import signal
 import socket
 import sys
 import time
+import urllib.parse
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
@@ -363,23 +365,38 @@ class Scene:
             ["console", "--port", str(port), "--operator-header", "X-Operator"],
             env={"BIDE_CONSOLE_TOKEN": CONSOLE_TOKEN},
         )
-        base = f"http://127.0.0.1:{port}"
-        import httpx
-
-        async with httpx.AsyncClient() as client:
-            for _ in range(400):
-                with contextlib.suppress(httpx.HTTPError):
-                    got = await client.get(base + "/", headers=_auth("nobody"))
-                    if got.status_code == 200:
-                        return child, base
-                if child.code is not None:
-                    break
-                await asyncio.sleep(0.05)
+        base = f"127.0.0.1:{port}"
+        for _ in range(400):
+            with contextlib.suppress(OSError):
+                status, _ = await call_console(base, "GET", "/", "nobody")
+                if status == 200:
+                    return child, base
+            if child.code is not None:
+                break
+            await asyncio.sleep(0.05)
         raise RuntimeError(f"the console did not answer: {child.last_error()}")
 
 
-def _auth(operator: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {CONSOLE_TOKEN}", "X-Operator": operator}
+async def call_console(
+    base: str, method: str, path: str, operator: str, form: dict[str, str] | None = None
+) -> tuple[int, str]:
+    """One request to the console as ``operator`` (no redirect followed): status and body."""
+
+    def send() -> tuple[int, str]:
+        conn = http.client.HTTPConnection(base, timeout=30)
+        try:
+            headers = {"Authorization": f"Bearer {CONSOLE_TOKEN}", "X-Operator": operator}
+            body = None
+            if form is not None:
+                body = urllib.parse.urlencode(form)
+                headers["Content-Type"] = "application/x-www-form-urlencoded"
+            conn.request(method, path, body=body, headers=headers)
+            got = conn.getresponse()
+            return got.status, got.read().decode("utf-8", "replace")
+        finally:
+            conn.close()
+
+    return await asyncio.to_thread(send)
 
 
 class _Forms(HTMLParser):
@@ -415,35 +432,31 @@ class ConsoleOperator:
 
     async def open_and_ask(self, outcome: str, run_id: str = "r") -> bool:
         """Open the run page, press "resolve: OUTCOME…": the confirm page is kept, unsent."""
-        import httpx
-
         self.saw = await self.scene.attempt(run_id)
-        async with httpx.AsyncClient(base_url=self.base, headers=_auth(self.name)) as client:
-            page = await client.get("/run", params={"id": run_id})
-            wanted = [f for a, f in forms_of(page.text) if f.get("outcome") == outcome]
-            if not wanted:
-                self.scene.step(f"{self.name}: the run page offers no {outcome} form")
-                return False
-            fields = {**wanted[0], "evidence": f"{self.name} looked"}
-            confirm = await client.post("/confirm", params={"id": run_id}, data=fields)
-            acts = [f for a, f in forms_of(confirm.text) if a.startswith("act")]
-            if confirm.status_code != 200 or not acts:
-                self.scene.step(f"{self.name}: confirm page {confirm.status_code}")
-                return False
+        query = urllib.parse.urlencode({"id": run_id})
+        _, page = await call_console(self.base, "GET", f"/run?{query}", self.name)
+        wanted = [f for a, f in forms_of(page) if f.get("outcome") == outcome]
+        if not wanted:
+            self.scene.step(f"{self.name}: the run page offers no {outcome} form")
+            return False
+        fields = {**wanted[0], "evidence": f"{self.name} looked"}
+        status, confirm = await call_console(self.base, "POST", f"/confirm?{query}", self.name, fields)
+        acts = [f for a, f in forms_of(confirm) if a.startswith("act")]
+        if status != 200 or not acts:
+            self.scene.step(f"{self.name}: confirm page {status}")
+            return False
         self.confirm = acts[0]
         self.scene.step(f"{self.name} opened attempt {self.saw} and pressed {outcome}: {acts[0]}")
         return True
 
     async def confirm_it(self, run_id: str = "r") -> int:
         """Press "confirm" on the kept page; the HTTP status (303 journaled, 409 refused)."""
-        import httpx
-
         assert self.confirm is not None
-        async with httpx.AsyncClient(base_url=self.base, headers=_auth(self.name)) as client:
-            got = await client.post("/act", params={"id": run_id}, data=self.confirm)
+        query = urllib.parse.urlencode({"id": run_id})
+        status, _ = await call_console(self.base, "POST", f"/act?{query}", self.name, self.confirm)
         self.scene.act(f"console {self.name}", self.saw, self.confirm.get("outcome", ""), run_id)
-        self.scene.step(f"{self.name} confirmed (saw attempt {self.saw}): HTTP {got.status_code}")
-        return got.status_code
+        self.scene.step(f"{self.name} confirmed (saw attempt {self.saw}): HTTP {status}")
+        return status
 
 
 # --- the checks ------------------------------------------------------------------------------
