@@ -221,7 +221,7 @@ async def live_takeover(scene: Scene) -> frozenset[str]:
     """A worker is mid-charge; a second worker, or the owner itself, has its wall clock stepped
     (an hour either way, or +120 s): the live run must stay with its owner."""
     scene.ttl = 1.0
-    scene.delay = scene.uniform("provider delay", 2.0, 3.0)
+    scene.delay = scene.uniform("provider delay", 3.5, 4.5)
     scene.env.update(NEMESIS_RECONCILE="1", NEMESIS_SETTLE=str(scene.uniform("settle", 0.3, 1)))
     how = scene.choose(
         "step", ["newcomer +120s", "newcomer +3600s", "owner -3600s", "newcomer -3600s"]
@@ -235,7 +235,7 @@ async def live_takeover(scene: Scene) -> frozenset[str]:
 
     await scene.until("the owner sent the charge", sent, 20)
     newcomer = await scene.worker("w-new", skew=offset if who == "newcomer" else None)
-    await asyncio.sleep(scene.ttl * 2)
+    await asyncio.sleep(scene.ttl + 1.0)  # its start, then a whole lease of the owner's
     if not await charged(scene):
         scene.see("second worker live while the charge was in flight")
     await scene.settled(scene.delay + 8)

@@ -109,10 +109,25 @@ class Child:
         self.proc = proc
         self.err = err
         self.out = out
+        self.target = proc.pid
+        """The Python process: ``faketime`` runs it as its child, and waits for it."""
 
     @property
     def pid(self) -> int:
-        return self.proc.pid
+        return self.target
+
+    async def find_target(self) -> None:
+        """Under ``faketime``: the pid of the Python child it started (signals go to it)."""
+        children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children")
+        for _ in range(500):
+            with contextlib.suppress(OSError):
+                pids = children.read_text().split()
+                if pids:
+                    self.target = int(pids[0])
+                    return
+            if self.proc.returncode is not None:
+                return
+            await asyncio.sleep(0.01)
 
     @property
     def code(self) -> int | None:
@@ -125,8 +140,10 @@ class Child:
             return None
 
     def signal(self, sig: int) -> None:
+        if self.proc.returncode is not None:
+            return
         with contextlib.suppress(ProcessLookupError):
-            self.proc.send_signal(sig)
+            os.kill(self.target, sig)
 
     def stopped(self) -> bool:
         """Whether the process is stopped (SIGSTOP), by its state in ``/proc``."""
@@ -227,6 +244,8 @@ class Scene:
                 *argv, cwd=ROOT, env=full, stdin=asyncio.subprocess.DEVNULL, stdout=o, stderr=e
             )
         child = Child(name, proc, err, out)
+        if skew is not None:
+            await child.find_target()
         self.children.append(child)
         what = " ".join(words)
         self.step(
