@@ -294,7 +294,13 @@ async def _pool(scene: Scene) -> list[Child]:
         NEMESIS_TIMEOUT="" if timeout is None else str(timeout),
     )
     await submit(scene, CHARGE)
-    return [await scene.worker(f"w{i}") for i in range(2)]
+    workers = [await scene.worker(f"w{i}") for i in range(2)]
+
+    async def claimed() -> bool:
+        return any([await _holder(scene, workers, r) is not None for r in scene.runs])
+
+    await scene.until("a worker holds a run", claimed, 10)
+    return workers
 
 
 async def _holder(scene: Scene, workers: list[Child], run_id: str) -> Child | None:
@@ -342,8 +348,8 @@ async def kill(scene: Scene) -> frozenset[str]:
 async def pg_terminate(scene: Scene) -> frozenset[str]:
     """``pg_terminate_backend`` of every worker connection, at seeded moments."""
     workers = await _pool(scene)
-    for i in range(scene.choose("terminations", [2, 3, 4])):
-        await asyncio.sleep(scene.uniform(f"terminate {i} after", 0.2, 1.0))
+    for i in range(scene.choose("terminations", [3, 4, 5])):
+        await asyncio.sleep(scene.uniform(f"terminate {i} after", 0.3, 1.0))
         if await scene.terminate_backends():
             scene.see("terminated a backend")
     # A worker whose journal failed under it exits; its supervisor restarts it.

@@ -22,7 +22,7 @@ DEFAULT: dict[str, list[tuple[str, int]]] = {
     "console_stale": [("sqlite", 1), ("postgres", 1)],
     "slow_reconciler": [("sqlite", 1), ("postgres", 1)],
     "late_provider": [("sqlite", 1), ("postgres", 2)],
-    "clock_skew": [("sqlite", 1), ("postgres", 1)],
+    "clock_skew": [("sqlite", 1), ("postgres", 3)],
     "live_takeover": [("sqlite", 1), ("sqlite", 3)],
     "stopped_driver": [("sqlite", 1), ("postgres", 1)],
     "stall": [("sqlite", 1), ("postgres", 1)],
