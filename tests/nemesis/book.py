@@ -87,7 +87,9 @@ class Book(Ledger):
 
     def pending(self) -> int:
         with self._db() as db:
-            (count,) = db.execute("SELECT count(*) FROM requests WHERE execution IS NULL").fetchone()
+            (count,) = db.execute(
+                "SELECT count(*) FROM requests WHERE execution IS NULL"
+            ).fetchone()
         return int(count)
 
     def commit_due(self, delay_ms: int) -> None:

@@ -73,11 +73,11 @@ async def finish(scene: Scene) -> None:
         await scene.cli("resume", ["resume", "r", "--json"])
 
 
-async def wait_stopped(scene: Scene, child: Child, timeout: float) -> bool:
+async def wait_stopped(scene: Scene, child: Child, within: float) -> bool:
     async def stopped() -> bool:
         return child.stopped() or child.code is not None
 
-    return await scene.until(f"{child.label} stopped", stopped, timeout) and child.stopped()
+    return await scene.until(f"{child.label} stopped", stopped, within) and child.stopped()
 
 
 async def charged(scene: Scene, run_id: str = "r") -> bool:
@@ -170,7 +170,7 @@ async def late_provider(scene: Scene) -> frozenset[str]:
     """A charge with ``timeout=1`` whose provider commits seconds after the request; two
     workers with the reconciler, and no declared settle time (or one past the provider's)."""
     scene.ttl = scene.choose("lease_ttl", [1.0, 1.5])
-    scene.delay = scene.uniform("provider delay", 3.0, 4.0)
+    scene.delay = scene.uniform("provider delay", 4.0, 5.0)
     settle = scene.choose("declared settle", [None, None, round(scene.delay + 2, 2)])
     scene.env.update(
         NEMESIS_TIMEOUT="1",
@@ -197,7 +197,7 @@ async def clock_skew(scene: Scene) -> frozenset[str]:
     """The charge times out while the provider still holds it; a reconciler whose wall clock is
     stepped (or a driver whose clock was behind when it marked) must wait out the settle time."""
     scene.ttl = 1.0
-    scene.delay = scene.uniform("provider delay", 2.5, 3.5)
+    scene.delay = scene.uniform("provider delay", 4.0, 5.0)
     settle = round(scene.delay + scene.uniform("settle past the delay", 1.5, 2.5), 2)
     scene.env.update(NEMESIS_TIMEOUT="1", NEMESIS_RECONCILE="1", NEMESIS_SETTLE=str(settle))
     how = scene.choose(
@@ -205,13 +205,21 @@ async def clock_skew(scene: Scene) -> frozenset[str]:
     )
     who, _, offset = how.partition(" ")
     offset = {"+1h": "+3600s", "-1h": "-3600s"}.get(offset, offset)
-    words = ["run", "--run-id", "r", "--agent", CHARGE, "--json", run_input("r")]
-    await scene.cli("run", words, skew=offset if who == "driver" else None)
-    if await scene.status() == "halted" and not await charged(scene):
-        scene.see("halted before the charge landed")
+    # The workers are up before the charge halts: they judge it while the provider holds it.
     workers = [await scene.worker("w-skewed", skew=offset if who == "worker" else None)]
     if scene.choose("a worker with a true clock too", [False, True]):
         workers.append(await scene.worker("w-true"))
+    words = ["run", "--run-id", "r", "--agent", CHARGE, "--json", run_input("r")]
+    driver = await scene.spawn("run", words, skew=offset if who == "driver" else None)
+
+    async def halted() -> bool:
+        return driver.code is not None or await scene.status() == "halted"
+
+    await scene.until("the charge halted at its timeout", halted, 30)
+    if await scene.status() == "halted" and not await charged(scene):
+        scene.see("halted before the charge landed")
+    await driver.wait()
+    scene.step(f"{driver.label} exited {driver.code}")
     await scene.settled(settle + scene.ttl + 8)
     await scene.stop(*workers)
     return frozenset({"halted before the charge landed"})

@@ -133,9 +133,9 @@ class Child:
     def code(self) -> int | None:
         return self.proc.returncode
 
-    async def wait(self, timeout: float = CHILD_TIMEOUT) -> int | None:
+    async def wait(self, within: float = CHILD_TIMEOUT) -> int | None:
         try:
-            return await asyncio.wait_for(self.proc.wait(), timeout)
+            return await asyncio.wait_for(self.proc.wait(), within)
         except TimeoutError:
             return None
 
@@ -323,25 +323,23 @@ class Scene:
         cs = (await self.state(run_id)).calls.get(call_id)
         return len(cs.markers) if cs is not None else 0
 
-    async def until(
-        self, what: str, check: Callable[[], Awaitable[bool]], timeout: float
-    ) -> bool:
-        deadline = time.monotonic() + timeout
+    async def until(self, what: str, check: Callable[[], Awaitable[bool]], within: float) -> bool:
+        deadline = time.monotonic() + within
         while time.monotonic() < deadline:
             if await check():
                 self.step(f"seen: {what}")
                 return True
             await asyncio.sleep(0.05)
-        self.step(f"not seen in {timeout:g} s: {what}")
+        self.step(f"not seen in {within:g} s: {what}")
         return False
 
-    async def settled(self, timeout: float) -> bool:
-        """Wait until every run ended, or ``timeout``; True if they all ended."""
+    async def settled(self, within: float) -> bool:
+        """Wait until every run ended, or ``within`` seconds; True if they all ended."""
 
         async def ended() -> bool:
             return all([await self.status(r) in ENDED for r in self.runs])
 
-        return await self.until("every run ended", ended, timeout)
+        return await self.until("every run ended", ended, within)
 
     async def close(self) -> None:
         if self._journal is not None:
@@ -357,7 +355,9 @@ class Scene:
         from tests.postgres import server
 
         name = self.db.rpartition("/")[2]
-        conn = await asyncpg.connect(server.ADMIN_URL.replace("postgresql+asyncpg://", "postgresql://"))
+        conn = await asyncpg.connect(
+            server.ADMIN_URL.replace("postgresql+asyncpg://", "postgresql://")
+        )
         try:
             rows = await conn.fetch(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
@@ -459,7 +459,9 @@ class ConsoleOperator:
             self.scene.step(f"{self.name}: the run page offers no {outcome} form")
             return False
         fields = {**wanted[0], "evidence": f"{self.name} looked"}
-        status, confirm = await call_console(self.base, "POST", f"/confirm?{query}", self.name, fields)
+        status, confirm = await call_console(
+            self.base, "POST", f"/confirm?{query}", self.name, fields
+        )
         acts = [f for a, f in forms_of(confirm) if a.startswith("act")]
         if status != 200 or not acts:
             self.scene.step(f"{self.name}: confirm page {status}")
@@ -506,12 +508,12 @@ async def check(scene: Scene, needs: frozenset[str]) -> None:
             result = cs.result
             if status == "completed" and result is not None:
                 value = result.payload.get("value")
-                if result.payload.get("outcome") == "value" and isinstance(value, dict):
-                    if value.get("execution") not in {e.id for e in fired}:
-                        o.violate(
-                            f"{run_id}/{cs.call.id} completed with {value}; the ledger's "
-                            f"executions are {[e.id for e in fired]}"
-                        )
+                told = isinstance(value, dict) and result.payload.get("outcome") == "value"
+                if told and value.get("execution") not in {e.id for e in fired}:
+                    o.violate(
+                        f"{run_id}/{cs.call.id} completed with {value}; the ledger's "
+                        f"executions are {[e.id for e in fired]}"
+                    )
         if status in ENDED:
             continue
         if status == "halted" and state.halted_calls():

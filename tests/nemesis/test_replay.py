@@ -16,7 +16,9 @@ async def test_replay(tmp_path: Path) -> None:
     if not family:
         pytest.skip("name a schedule: NEMESIS_FAMILY, NEMESIS_SEED, NEMESIS_BACKEND")
     schedule = Schedule(
-        family, int(os.environ.get("NEMESIS_SEED", "1")), os.environ.get("NEMESIS_BACKEND", "sqlite")
+        family,
+        int(os.environ.get("NEMESIS_SEED", "1")),
+        os.environ.get("NEMESIS_BACKEND", "sqlite"),
     )
     outcome = await play(schedule, tmp_path, FAMILIES[family])
     print(outcome.describe())
