@@ -51,6 +51,9 @@ RECONCILE_PAGE = 200
 """Halted runs read per query when looking for reconcilers that are due (every halted run is
 looked at, a page at a time)."""
 
+RECONCILE_SCAN = 2.0
+"""Seconds between two readings of the journal's halted runs (a page at a time)."""
+
 RECONCILE_IDLE = 30.0
 """Seconds before a halted run with nothing due to reconcile is looked at again."""
 
@@ -110,6 +113,9 @@ class Worker:
         self._wake = asyncio.Event()
         self._loop: asyncio.Task[None] | None = None
         self._seen_claimable = False
+        self._halted: list[str] | None = None
+        """The halted runs read last (``_halted_runs``), and when."""
+        self._scanned_at = 0.0
         self._due: dict[str, int | None] = {}
         """When each halted run's reconcilers are next due (ms, the journal's clock)."""
 
@@ -258,16 +264,7 @@ class Worker:
         True if one settled a call (its run is ready to drive)."""
         any_settled = False
         clock = await self.journal.store.clock_ms()
-        halted: list[str] = []
-        cursor: str | None = None
-        while True:
-            page = await self.journal.list_runs(
-                status="halted", limit=RECONCILE_PAGE, before=cursor
-            )
-            halted += [row.run_id for row in page.runs]
-            cursor = page.next_cursor
-            if cursor is None:
-                break
+        halted = await self._halted_runs()
         still = set(halted)
         for run_id in list(self._due):
             if run_id not in still:
@@ -317,6 +314,25 @@ class Worker:
                 idle = clock + int(RECONCILE_IDLE * 1000)
                 self._due[run_id] = min(due_ms(state) or idle, idle)
         return any_settled
+
+    async def _halted_runs(self) -> list[str]:
+        """Every halted run of the journal, read a page at a time, at most every
+        ``RECONCILE_SCAN`` seconds (in between, the runs read last)."""
+        now = time.monotonic()
+        if self._halted is not None and now - self._scanned_at < RECONCILE_SCAN:
+            return self._halted
+        halted: list[str] = []
+        cursor: str | None = None
+        while True:
+            page = await self.journal.list_runs(
+                status="halted", limit=RECONCILE_PAGE, before=cursor
+            )
+            halted += [row.run_id for row in page.runs]
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        self._halted, self._scanned_at = halted, now
+        return halted
 
     def _agent_for(self, run_id: str) -> AbstractAsyncContextManager[Agent]:
         if self.agent is not None:
