@@ -355,10 +355,17 @@ def lease_from_row(
 
 
 def lost(lease: Lease, epoch_now: int | None) -> LeaseLost:
-    """The error a drive gets once another owner took its lease over."""
-    now = "it has no lease now" if epoch_now is None else f"another owner holds epoch {epoch_now}"
+    """The error a drive gets once its lease is over: another owner took it, or it expired
+    before it was renewed (an expired lease is never renewed: it may have been judged over)."""
+    if epoch_now == lease.epoch:
+        what = "expired before it was renewed (an expired lease is over, taken or not)"
+    else:
+        now = (
+            "it has no lease now" if epoch_now is None else f"another owner holds epoch {epoch_now}"
+        )
+        what = f"was taken over ({now})"
     return LeaseLost(
-        f"run {lease.run_id!r}: this drive's lease (epoch {lease.epoch}) was taken over ({now});"
-        " it appends nothing more and runs no further tool",
+        f"run {lease.run_id!r}: this drive's lease (epoch {lease.epoch}) {what}; it appends "
+        "nothing more and runs no further tool",
         run_id=lease.run_id,
     )

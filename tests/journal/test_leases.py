@@ -314,3 +314,15 @@ async def test_on_sqlite_a_lease_of_another_boot_is_over_and_an_older_bides_is_o
         assert took.epoch == lease.epoch + 1
     finally:
         await s.close()
+
+
+async def test_an_expired_lease_is_never_renewed_even_if_nobody_took_it(store: Store) -> None:
+    """Once its time ran out a lease may have been judged over (a reconciler settled its
+    attempt as not executed): its stalled holder cannot revive it by a renewal, and must
+    acquire the run anew, under a new epoch, which fences its old appends."""
+    lease = await store.acquire("r", owner(), ttl=0.2)
+    await asyncio.sleep(0.3)
+    with pytest.raises(LeaseLost, match="expired before it was renewed"):
+        await store.renew(lease, ttl=TTL)
+    again = await store.acquire("r", owner(), ttl=TTL)
+    assert again.epoch == lease.epoch + 1

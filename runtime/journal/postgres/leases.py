@@ -58,9 +58,12 @@ ACQUIRE = sa.text(
     f"RETURNING {_COLUMNS}"
 )
 
+# An expired lease is over even if nobody took it yet: renewing it would revive an owner whose
+# attempt a reconciler may already have settled (it must acquire anew, with a new epoch).
 RENEW = sa.text(
     f"UPDATE {_L} AS l SET expires_ms = {NOW_MS} + :ttl_ms "
-    f"WHERE l.run_id = :run_id AND l.epoch = :epoch AND NOT l.released RETURNING {_COLUMNS}"
+    "WHERE l.run_id = :run_id AND l.epoch = :epoch AND NOT l.released "
+    f"AND l.expires_ms > {NOW_MS} RETURNING {_COLUMNS}"
 )
 
 _READY = ", ".join(f"'{s}'" for s in READY_STATUSES)
@@ -138,7 +141,7 @@ RENEW_MANY = sa.text(
     f"UPDATE {_L} AS l SET expires_ms = {NOW_MS} + p.ttl_ms FROM unnest(CAST(:runs AS text[]), "
     "CAST(:epochs AS integer[]), CAST(:ttls AS bigint[])) AS p(run_id, epoch, ttl_ms) "
     "WHERE l.run_id = p.run_id AND l.epoch = p.epoch AND NOT l.released "
-    f"RETURNING l.run_id, {_COLUMNS}"
+    f"AND l.expires_ms > {NOW_MS} RETURNING l.run_id, {_COLUMNS}"
 )
 
 RELEASE_MANY = sa.text(

@@ -194,7 +194,9 @@ def decide(
     if current is None or current[0] != op.epoch:
         return False, current, now
     if op.action == "renew":
-        if current[5]:
+        # An expired lease is over even if nobody took it yet: renewing it would revive an
+        # owner whose attempt a reconciler may already have settled (it must acquire anew).
+        if not holds(current, now):
             return False, current, now
         renewed: LeaseRow = (*current[:4], now + op.ttl_ms, False)
         leases[op.run_id] = renewed
