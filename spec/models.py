@@ -23,9 +23,14 @@ FIXED = Rules(refuse_expired_renewal=True)
 """bide with a renewal of an expired lease refused (not yet in the stores)."""
 
 DEEP = (
-    Model("bide, deep: three leases and attempts, a crash, cancel", Bounds()),
-    Model("bide, deep: longer lease, slower provider", Bounds(ttl=4, provider_delay=3, settle=3)),
+    Model("bide, deep: three leases, three attempts", Bounds(crashes=0, cancel=False)),
+    Model("bide, deep: a crash and a cancel", replace(SMALL, crashes=1, cancel=True)),
+    Model(
+        "bide, deep: a longer lease, a slower provider",
+        replace(SMALL, ttl=4, provider_delay=3, settle=3),
+    ),
 )
+"""Deeper bounds (minutes): run with ``--deep``, or the tests with ``-m slow``."""
 
 
 @dataclass(frozen=True)

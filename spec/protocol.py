@@ -16,11 +16,13 @@ schedule of any length, with no bound on time.
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
 from runtime.journal.sqlite.leases import LeaseOp, decide
+from runtime.ownership import boot_id
 
 __all__ = [
     "AT_MOST_ONCE",
@@ -232,13 +234,22 @@ def lease_decision(
     """The store's own decision on one lease op: whether it was granted, and the lease after."""
     leases = {}
     if lease is not None:
-        leases[RUN] = (lease.epoch, lease.owner, HOST, 0, NOW + lease.expires, lease.released)
-    op = LeaseOp(action, RUN, epoch=epoch, owner=owner, host=HOST, ttl_ms=ttl)
+        row = (lease.epoch, _owner(lease.owner), HOST, 0, NOW + lease.expires, lease.released)
+        leases[RUN] = row
+    op = LeaseOp(action, RUN, epoch=epoch, owner=_owner(owner), host=HOST, ttl_ms=ttl)
     granted, _, _ = decide(op, leases, set(), NOW)
-    row = leases.get(RUN)
-    if row is None:
+    after = leases.get(RUN)
+    if after is None:
         return granted, None
-    return granted, Lease(row[0], row[1], row[4] - NOW, row[5])
+    return granted, Lease(after[0], json.loads(after[1])["id"], after[4] - NOW, after[5])
+
+
+def _owner(owner: str) -> str:
+    """An owner as a lease row holds it: timed on this boot's clock, the journal's."""
+    clock = boot_id()
+    if clock is None:  # pragma: no cover - the model runs where the journal's clock is a boot's
+        raise RuntimeError("the model needs a Linux boot id: leases are timed on its clock")
+    return json.dumps({"id": owner, "clock": clock})
 
 
 def live(s: State) -> bool:

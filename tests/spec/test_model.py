@@ -9,8 +9,10 @@ from dataclasses import replace
 import pytest
 
 from runtime import ownership
+from runtime.functions import tool
 from runtime.journal import Journal
 from runtime.journal.sqlite.leases import LeaseOp, decide
+from runtime.reconcile import settle_seconds, settles_at_ms
 from spec import protocol
 from spec.check import check
 from spec.models import DEEP, FIXED, MAIN, MUTANTS, Mutant
@@ -82,7 +84,7 @@ def test_lease_decisions_are_the_sqlite_stores_own() -> None:
 def test_the_stores_renew_an_expired_lease_that_nobody_took_over() -> None:
     """What the xfail above is about, pinned on the store itself: when this fails, the stores
     refuse it, and the xfail must go (strict: it will fail as an unexpected pass)."""
-    leases = {"r": (1, "A1", "h", 0, 10, False)}
+    leases = {"r": (1, protocol._owner("A1"), "h", 0, 10, False)}
     granted, row, _ = decide(LeaseOp("renew", "r", epoch=1, ttl_ms=5), leases, set(), 20)
     assert granted and row is not None and row[4] == 25
 
@@ -109,24 +111,42 @@ def test_the_margin_stands_for_the_stall_and_the_drift() -> None:
         assert b.settle is None or b.settle >= b.provider_delay
 
 
-@pytest.mark.xfail(
-    not hasattr(ownership, "SEND_MARGIN"),
-    reason="runtime.ownership.SEND_MARGIN lands with issue 27",
-    strict=True,
-)
-def test_the_code_has_a_send_margin_shorter_than_a_lease() -> None:
-    margin = ownership.SEND_MARGIN  # type: ignore[attr-defined,unused-ignore]
-    assert isinstance(margin, float)
-    # The model's send window (ttl - margin) is positive, and more than a renewal interval
-    # (a third of the ttl), so a driver that renews on time is never past its deadline.
+def test_the_send_deadline_is_counted_from_the_request_less_the_margin() -> None:
+    """The model's send check: ``ttl - margin`` after the granted request left, own clock."""
+    margin = min(ownership.SEND_MARGIN, ownership.DEFAULT_TTL / 4)
+    assert ownership.send_deadline(5.0, ownership.DEFAULT_TTL) == pytest.approx(
+        5.0 + ownership.DEFAULT_TTL - margin
+    )
+    # A positive margin, and a send window longer than a renewal interval (a third of the
+    # ttl), as the model's bounds have it (margin 2 of ttl 3 would not, in seconds; in ticks
+    # the model's margin stands for the stall and the drift it covers, not for its size).
     assert 0 < margin < ownership.DEFAULT_TTL * 2 / 3
 
 
-@pytest.mark.xfail(
-    "attempt" not in inspect.signature(Journal.resolve).parameters,
-    reason="Journal.resolve(..., attempt=k) lands with issue 27",
-    strict=True,
-)
+def test_settle_is_counted_as_the_reconcilers_code_counts_it() -> None:
+    """The model's ``settles`` agrees with ``reconcile.settles_at_ms`` on the journal's clock:
+    ``settle`` after the end of the lease under which the attempt was marked."""
+    for settle in (1, 2, 3):
+        model = Model("m", Bounds(settle=settle))
+        for end in range(-4, 2):  # the lease ended (or ends) this many ticks from now
+            s = protocol.initial(model)._replace(
+                lease=Lease(1, "A1", end, end <= 0), ends=(end,), markers=((1, settle),)
+            )
+            now_ms = 10_000
+            code = now_ms >= settles_at_ms(now_ms + end * 1000, settle)
+            assert protocol.settles(s, model, 1) == code, (settle, end)
+
+
+def test_no_declared_settle_time_is_none_absent_never_settles() -> None:
+    @tool
+    async def charge() -> str:
+        """Charge."""
+        return "ok"
+
+    assert settle_seconds(charge) is None
+    assert Bounds(settle=None).settle is None  # the model's "no settle declared"
+
+
 def test_a_resolution_names_its_attempt() -> None:
     """The model's ``resolve`` takes the attempt judged; so does the journal's."""
     assert "attempt" in inspect.signature(Journal.resolve).parameters
