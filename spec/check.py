@@ -11,13 +11,13 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: make ``spec`` and ``runtime`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from spec.models import DEEP, FIXED, MAIN, MUTANTS
+from spec.models import DEEP, MAIN, MUTANTS
 from spec.protocol import (
     PROPERTIES,
     Action,
@@ -115,9 +115,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--deep", action="store_true", help="check at the deeper bounds")
     parser.add_argument("--mutants", action="store_true", help="check each known bug instead")
-    parser.add_argument(
-        "--fixed", action="store_true", help="with a renewal of an expired lease refused"
-    )
     args = parser.parse_args(argv)
     failed = False
     if args.mutants:
@@ -129,8 +126,6 @@ def main(argv: list[str] | None = None) -> int:
                 failed = True
         return 1 if failed else 0
     for model in DEEP if args.deep else MAIN:
-        if args.fixed:
-            model = replace(model, name=f"{model.name} (expired lease never renewed)", rules=FIXED)
         report = check(model)
         print(report.summary(), flush=True)
         failed = failed or not report.passed

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 
 from spec.protocol import AT_MOST_ONCE, BOUND_RESOLUTION, FENCED_WRITE, Bounds, Model, Rules
 
-__all__ = ["DEEP", "FIXED", "MAIN", "MUTANTS", "Mutant"]
+__all__ = ["DEEP", "MAIN", "MUTANTS", "Mutant"]
 
 SMALL = Bounds(epochs=2, attempts=2, crashes=0, cancel=False)
 """The default bounds: two drivers, two leases, two attempts, no crash, no cancel."""
@@ -18,9 +18,6 @@ MAIN = (
     Model("bide: no settle declared", replace(SMALL, settle=None, operator=False)),
 )
 """The model of bide as its code decides leases, at the default bounds."""
-
-FIXED = Rules(refuse_expired_renewal=True)
-"""bide with a renewal of an expired lease refused (not yet in the stores)."""
 
 DEEP = (
     Model("bide, deep: three leases, three attempts", Bounds(crashes=0, cancel=False)),
@@ -57,19 +54,19 @@ MUTANTS = (
         Model(
             "settle = the tool's timeout, shorter than the provider's delay",
             replace(_RECONCILER, settle=1, provider_delay=2),
-            FIXED,
+            Rules(),
         ),
         AT_MOST_ONCE,
     ),
     Mutant(
-        Model("no lease check before the send", _RECONCILER, replace(FIXED, send_check=False)),
+        Model("no lease check before the send", _RECONCILER, Rules(send_check=False)),
         AT_MOST_ONCE,
     ),
     Mutant(
         Model(
             "settle judged on the reconciler's clock, ahead of the journal's",
             _RECONCILER,
-            replace(FIXED, settle_on_journal_clock=False),
+            Rules(settle_on_journal_clock=False),
         ),
         AT_MOST_ONCE,
     ),
@@ -77,7 +74,7 @@ MUTANTS = (
         Model(
             "a stall between the check and the send longer than the margin",
             replace(_RECONCILER, stall=None),
-            FIXED,
+            Rules(),
         ),
         AT_MOST_ONCE,
     ),
@@ -85,12 +82,20 @@ MUTANTS = (
         Model(
             "settle judged when the reconciler's answer is back",
             _RECONCILER,
-            replace(FIXED, settle_when_asked=False),
+            Rules(settle_when_asked=False),
         ),
         AT_MOST_ONCE,
     ),
     Mutant(
-        Model("appends not fenced", _RECONCILER, replace(FIXED, fencing=False)),
+        Model(
+            "a renewal revives a lease that expired while nobody took it",
+            _RECONCILER,
+            Rules(revive_expired=True),
+        ),
+        AT_MOST_ONCE,
+    ),
+    Mutant(
+        Model("appends not fenced", _RECONCILER, Rules(fencing=False)),
         FENCED_WRITE,
     ),
 )

@@ -99,9 +99,10 @@ class Rules:
     its answer comes back, later."""
     fencing: bool = True
     """The store refuses an append whose epoch is not the lease's."""
-    refuse_expired_renewal: bool = False
-    """Refuse a renewal of a lease that expired, even if nobody took it over (the lease must
-    then be acquired anew, with a new epoch). False: whatever the store's ``decide`` does."""
+    revive_expired: bool = False
+    """A mutant of the stores before the model found it: a renewal of a lease that expired
+    while nobody took it over is granted (its epoch matches). False: the store's ``decide``,
+    which refuses it (the lease must be acquired anew, with a new epoch)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -408,8 +409,14 @@ def _renewed(s: State, model: Model, i: int, d: Driver) -> Iterator[tuple[Action
     """The journal decides ``d``'s renewal (``Renewer._renew_due``)."""
     lease = s.lease
     after: Lease | None = lease
-    if model.rules.refuse_expired_renewal and lease is not None and lease.expires <= 0:
-        granted = False
+    if (
+        model.rules.revive_expired
+        and lease is not None
+        and lease.epoch == d.epoch
+        and not lease.released
+        and lease.expires <= 0
+    ):
+        granted, after = True, Lease(lease.epoch, lease.owner, model.bounds.ttl, False)
     else:
         granted, after = lease_decision("renew", lease, d.epoch, d.owner, model.bounds.ttl)
     if granted and after is not None:

@@ -4,7 +4,6 @@ each known bug yields a readable trail, and the model assumes the code's rules, 
 from __future__ import annotations
 
 import inspect
-from dataclasses import replace
 
 import pytest
 
@@ -15,26 +14,14 @@ from runtime.journal.sqlite.leases import LeaseOp, decide
 from runtime.reconcile import settle_seconds, settles_at_ms
 from spec import protocol
 from spec.check import check
-from spec.models import DEEP, FIXED, MAIN, MUTANTS, Mutant
+from spec.models import DEEP, MAIN, MUTANTS, Mutant
 from spec.protocol import Bounds, Lease, Model, Rules
-
-REVIVAL = (
-    "a renewal revives a lease that expired while nobody took it over (the stores' renew "
-    "checks the epoch, not the expiry): a reconciler or an operator settles the halted call "
-    "in that gap, then the revived driver passes its send check; see spec/README.md"
-)
-
-
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=REVIVAL)
-def test_bide_as_its_stores_decide_leases_breaks_nothing() -> None:
-    report = check(MAIN[0])
-    assert report.passed, report.summary()
 
 
 @pytest.mark.parametrize("model", MAIN, ids=[m.name for m in MAIN])
-def test_bide_with_expired_leases_never_renewed_breaks_nothing(model: Model) -> None:
+def test_bide_as_its_stores_decide_leases_breaks_nothing(model: Model) -> None:
     """Also the control of the settle-time mutant: its settle (2) covers the delay (2)."""
-    report = check(replace(model, rules=FIXED))
+    report = check(model)
     assert report.passed, report.summary()
     assert report.states > 1000 and report.depth > 20  # it explored, not stopped at once
 
@@ -42,7 +29,7 @@ def test_bide_with_expired_leases_never_renewed_breaks_nothing(model: Model) -> 
 @pytest.mark.slow
 @pytest.mark.parametrize("model", DEEP, ids=[m.name for m in DEEP])
 def test_bide_at_deeper_bounds_breaks_nothing(model: Model) -> None:
-    report = check(replace(model, rules=FIXED))
+    report = check(model)
     assert report.passed, report.summary()
 
 
@@ -81,11 +68,14 @@ def test_lease_decisions_are_the_sqlite_stores_own() -> None:
     assert not protocol.lease_decision("renew", Lease(2, "B1", 3, False), 1, "A1", 3)[0]
 
 
-def test_the_stores_renew_an_expired_lease_that_nobody_took_over() -> None:
-    """What the xfail above is about, pinned on the store itself: when this fails, the stores
-    refuse it, and the xfail must go (strict: it will fail as an unexpected pass)."""
+def test_the_stores_never_renew_an_expired_lease_that_nobody_took_over() -> None:
+    """What the model found, and the revival mutant keeps finding: the store's own rule
+    refuses it (the holder must acquire anew, with a new epoch)."""
     leases = {"r": (1, protocol._owner("A1"), "h", 0, 10, False)}
     granted, row, _ = decide(LeaseOp("renew", "r", epoch=1, ttl_ms=5), leases, set(), 20)
+    assert not granted and row is not None and row[4] == 10
+    live = {"r": (1, protocol._owner("A1"), "h", 0, 30, False)}
+    granted, row, _ = decide(LeaseOp("renew", "r", epoch=1, ttl_ms=5), live, set(), 20)
     assert granted and row is not None and row[4] == 25
 
 
@@ -160,5 +150,5 @@ def test_the_default_rules_are_bides() -> None:
         settle_on_journal_clock=True,
         settle_when_asked=True,
         fencing=True,
-        refuse_expired_renewal=False,
+        revive_expired=False,
     )
