@@ -245,9 +245,12 @@ class Worker:
         except CorruptJournal as exc:
             # Not the journal failing but the run's own records damaged: every drive fails alike.
             self._skip(run_id, f"{type(exc).__name__}: {exc}")
-        except (StorageError, LeaseLost) as exc:
-            # The journal failed under the drive, or its lease ended (taken over, or not renewed
-            # in time to send): the run stays claimable (by this worker too).
+        except LeaseLost as exc:
+            # Its lease ended (taken over, or expired before a renewal): another owner drives
+            # the run, or will; it stays claimable (by this worker too), never skipped.
+            log.warning("worker_lease_lost", worker=self.name, run_id=run_id, error=str(exc))
+        except StorageError as exc:
+            # The journal failed under the drive: the run stays claimable (by this worker too).
             log.error("worker_drive_failed", worker=self.name, run_id=run_id, error=str(exc))
         except BideError as exc:
             self._skip(run_id, f"{type(exc).__name__}: {exc}")

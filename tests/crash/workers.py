@@ -281,20 +281,16 @@ class WorkerAttempt(_Attempt):
 
     async def _check_exits(self, children: list[Child]) -> bool:
         """A worker exits 0 once idle, or dies of a kill we caused; it never gives up a run
-        but when another owner took it over (``LeaseLost``: the fencing at work)."""
+        but when its lease ended (``worker_lease_lost``: taken over, or expired before it was
+        renewed; the fencing at work), and then leaves it claimable."""
         ok = True
         for child in children:
             if "MUTANT-SEAM-MISSING" in child.err:
                 raise RuntimeError(f"{child.label}: {child.last_error()}")
             for event in _events(child.err):
-                if event.get("event") == "worker_skipped_run" and str(
-                    event.get("error", "")
-                ).startswith("LeaseLost"):
+                if event.get("event") == "worker_lease_lost":
                     self.outcome.lease_lost += 1
-                if event.get("event") == "worker_drive_failed" or (
-                    event.get("event") == "worker_skipped_run"
-                    and not str(event.get("error", "")).startswith("LeaseLost")
-                ):
+                if event.get("event") in ("worker_drive_failed", "worker_skipped_run"):
                     self.outcome.violate(
                         f"{child.label} gave up {event.get('run_id')}: {event.get('error')}"
                     )
