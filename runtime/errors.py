@@ -200,5 +200,17 @@ class RunBusy(OwnershipError):
 
 
 class LeaseLost(OwnershipError):
-    """Another owner took this drive's lease over (it expired, or its holder was presumed
-    dead): the store refused the append, and the drive stops without running anything more."""
+    """This drive's lease is over: another owner took it (it expired, or its holder was
+    presumed dead), or it expired before a renewal, or could not be renewed in time to send.
+    The drive stops without running anything more. ``taken_over``: another owner holds it."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        run_id: str | None = None,
+        call_id: str | None = None,
+        taken_over: bool = True,
+    ):
+        super().__init__(message, run_id=run_id, call_id=call_id)
+        self.taken_over = taken_over

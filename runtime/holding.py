@@ -116,6 +116,7 @@ class Holding:
                 f"(its deadline passed and a renewal failed: {exc or 'no answer'}); it sends no "
                 "side effect",
                 run_id=self.run_id,
+                taken_over=False,
             ) from exc
         self.lease = renewed
         self.deadline = send_deadline(asked, renewer.ttl)
@@ -260,4 +261,5 @@ class Renewer:
                 f"journal's lease renewer stopped: {cause}); it appends nothing more and runs "
                 "no further tool",
                 run_id=holding.run_id,
+                taken_over=False,
             )

@@ -368,4 +368,5 @@ def lost(lease: Lease, epoch_now: int | None) -> LeaseLost:
         f"run {lease.run_id!r}: this drive's lease (epoch {lease.epoch}) {what}; it appends "
         "nothing more and runs no further tool",
         run_id=lease.run_id,
+        taken_over=epoch_now is not None and epoch_now != lease.epoch,
     )

@@ -246,9 +246,18 @@ class Worker:
             # Not the journal failing but the run's own records damaged: every drive fails alike.
             self._skip(run_id, f"{type(exc).__name__}: {exc}")
         except LeaseLost as exc:
-            # Its lease ended (taken over, or expired before a renewal): another owner drives
-            # the run, or will; it stays claimable (by this worker too), never skipped.
-            log.warning("worker_lease_lost", worker=self.name, run_id=run_id, error=str(exc))
+            # Its lease ended. Taken over: another owner drives the run, and this worker leaves
+            # it to that one. Expired before a renewal (or not renewed in time to send): nobody
+            # holds it, and it stays claimable, by this worker too.
+            log.warning(
+                "worker_lease_lost",
+                worker=self.name,
+                run_id=run_id,
+                taken_over=exc.taken_over,
+                error=str(exc),
+            )
+            if exc.taken_over:
+                self.skipped[run_id] = f"LeaseLost: {exc}"
         except StorageError as exc:
             # The journal failed under the drive: the run stays claimable (by this worker too).
             log.error("worker_drive_failed", worker=self.name, run_id=run_id, error=str(exc))

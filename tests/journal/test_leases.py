@@ -322,7 +322,11 @@ async def test_an_expired_lease_is_never_renewed_even_if_nobody_took_it(store: S
     acquire the run anew, under a new epoch, which fences its old appends."""
     lease = await store.acquire("r", owner(), ttl=0.2)
     await asyncio.sleep(0.3)
-    with pytest.raises(LeaseLost, match="expired before it was renewed"):
+    with pytest.raises(LeaseLost, match="expired before it was renewed") as expired:
         await store.renew(lease, ttl=TTL)
+    assert not expired.value.taken_over  # nobody holds it: a worker may claim it again
     again = await store.acquire("r", owner(), ttl=TTL)
     assert again.epoch == lease.epoch + 1
+    with pytest.raises(LeaseLost, match="another owner holds epoch") as taken:
+        await store.renew(lease, ttl=TTL)
+    assert taken.value.taken_over  # another owner drives it: a worker leaves it to that one
