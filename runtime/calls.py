@@ -180,7 +180,7 @@ class Calls:
         # A handle is only ever journaled by a SIDE_EFFECT: it resumes as one.
         context = self._context(cs, k, Safety.SIDE_EFFECT)
         log.info("tool_resumed", call_id=call.id, tool=call.name, attempt=k)
-        self.drive.holding.check()  # a drive whose lease was taken over resumes nothing
+        await self.drive.holding.before_send()  # a drive whose lease is over resumes nothing
         return await self._settle(
             cs, k, tool, context, self._bounded(tool, resume(handle.value, call.arguments, context))
         )
@@ -222,6 +222,9 @@ class Calls:
         attempt = 0
         while True:
             attempt += 1
+            # A drive whose lease is over (taken over, or past its own deadline and not renewed)
+            # runs no further tool, not even a read: LeaseLost ends the drive.
+            await self.drive.holding.before_send()
             log.info("tool_started", call_id=call.id, tool=call.name, safety=safety.value)
             self.drive.executed += 1
             try:
@@ -250,7 +253,8 @@ class Calls:
                 return CANCELLED
 
     async def _invoke(self, tool: Tool, arguments: Any, context: ToolContext) -> Any:
-        self.drive.holding.check()  # a drive whose lease was taken over runs no further tool
+        """Call ``tool``; its caller has just checked the lease (``Holding.before_send``), with
+        no await since, so that nothing leaves a drive whose lease is over."""
         return await self._bounded(tool, tool.call(arguments, context))
 
     def _bounded(self, tool: Tool, running: Awaitable[Any]) -> Awaitable[Any]:

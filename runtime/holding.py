@@ -88,7 +88,8 @@ class Holding:
             raise self.lost
 
     async def before_send(self) -> None:
-        """Right before a side effect leaves: raise ``LeaseLost`` unless this drive's lease
+        """Right before a tool is called (a side effect leaves, a read runs, a task is polled):
+        raise ``LeaseLost`` unless this drive's lease
         lives by its own monotonic deadline (``ownership.send_deadline``). Past the deadline
         (renewals failed, or this process stalled) the lease is renewed once, within a renewal
         interval, and the effect is sent only if that succeeds: the lease may have ended, and
