@@ -158,11 +158,10 @@ async def _resume(inv: Invocation) -> int:
         async with open_agent(spec) as agent:
             started_by = start.get("agent")
             if inv.args.agent and isinstance(started_by, str) and started_by != agent.name:
-                raise ConfigError(
-                    f"run {run_id!r} was started by agent {started_by!r}; --agent {spec} is "
-                    f"agent {agent.name!r}. Resume it with the agent that started it (its "
-                    "recorded calls are that agent's tools)",
-                    run_id=run_id,
+                # Allowed (a fixed build, a new budget), but never silently: its recorded calls
+                # keep the Safety they ran under whatever this agent says now.
+                inv.log.warning(
+                    "agent_overridden", run_id=run_id, started_by=started_by, agent=agent.name
                 )
             drive = agent.resume(run_id, journal=journal, wait=inv.args.wait)
             return await _drive(inv, run_id, spec, drive)

@@ -55,6 +55,9 @@ SENTENCES: dict[str, str] = {
     "worker_yielded": "{run_id}: left for another worker (stopping)",
     "worker_skipped_run": "{run_id} is left alone: {error}",
     "worker_drive_failed": "{run_id}: the journal failed under the drive: {error}",
+    "worker_lease_lost": "{run_id}: its lease ended: {error}",
+    "agent_overridden": "run {run_id} was started by agent {started_by}; resuming it with agent "
+    "{agent} (--agent)",
     "worker_idle": "nothing to drive for {seconds} s: exiting",
     "worker_stopped": "worker {worker} stopped ({claimed} run(s) claimed)",
     "lease_taken_over": "took the run over from {gone}, which is gone",
