@@ -61,11 +61,21 @@ def agent_for(provider: Provider, *, settle: float = 0.0, fail: bool = False) ->
     return Agent(model=ScriptedModel(SCRIPT), tools=[charge])
 
 
-async def crashed_after_marker(journal: Journal, provider: Provider, *, charged: bool) -> None:
-    """The records a drive killed right after its marker leaves; ``charged``: the effect ran."""
+async def crashed_after_marker(
+    journal: Journal,
+    provider: Provider,
+    *,
+    charged: bool,
+    owner: Owner | None = None,
+    ttl: float = 15,
+    release: bool = True,
+) -> None:
+    """The records a drive killed right after its marker leaves; ``charged``: the effect ran.
+    The drive held a lease of ``ttl`` seconds as ``owner``: released (it halted), or left to
+    run out."""
     agent = agent_for(provider)
     await agent.submit("r", "go", journal=journal)
-    lease = await journal.store.acquire("r", Owner.here(), ttl=15)
+    lease = await journal.store.acquire("r", owner or Owner.here(), ttl=ttl)
     await journal.store.append(
         "r", R.turn_key(1), R.TURN,
         {"n": 1, "turn": _turn(), "plan": {"c1": {"safety": "side_effect"}}, "epoch": lease.epoch},
@@ -77,7 +87,8 @@ async def crashed_after_marker(journal: Journal, provider: Provider, *, charged:
          "epoch": lease.epoch},
         epoch=lease.epoch,
     )  # fmt: skip
-    await journal.store.release(lease)
+    if release:
+        await journal.store.release(lease)
     if charged:
         from runtime.tools import idempotency_key_for
 

@@ -14,11 +14,10 @@ from typing import Any
 import pytest
 
 from runtime import Agent, Journal, Owner, RunStatus, ToolContext, tool
-from runtime import records as R
 from runtime.reconcile import Absent, Attempt, settle_run, settles_at_ms
 from runtime.testing import ScriptedModel
 from tests.helpers import call
-from tests.runtime.test_reconcile import _turn
+from tests.runtime.test_reconcile import Provider, crashed_after_marker
 
 SCRIPT = [{"tool_calls": [call("c1", "charge", amount=5)]}, {"text": "done"}]
 
@@ -45,21 +44,10 @@ def charging(**declared: Any) -> Agent:
 async def attempted(journal: Journal, *, ttl: float, release: bool) -> None:
     """A run whose charge was marked under a lease of ``ttl`` seconds held by a driver on
     another host (never known to be gone): released (it halted), or left to run out."""
-    await charging().submit("r", "go", journal=journal)
     far = dataclasses.replace(Owner.here(), host="another-host")
-    lease = await journal.store.acquire("r", far, ttl=ttl)
-    await journal.store.append(
-        "r", R.turn_key(1), R.TURN,
-        {"n": 1, "turn": _turn(), "plan": {"c1": {"safety": "side_effect"}}, "epoch": lease.epoch},
-        epoch=lease.epoch,
-    )  # fmt: skip
-    await journal.store.append(
-        "r", R.attempt_key("c1", 1), R.ATTEMPT,
-        {"call_id": "c1", "attempt": 1, "tool": "charge", "safety": "side_effect"},
-        epoch=lease.epoch,
-    )  # fmt: skip
-    if release:
-        await journal.store.release(lease)
+    await crashed_after_marker(
+        journal, Provider(), charged=False, owner=far, ttl=ttl, release=release
+    )
 
 
 async def test_without_a_declared_settle_time_absent_leaves_the_halt_for_a_person(

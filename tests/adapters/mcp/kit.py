@@ -54,40 +54,63 @@ def _result(request_id: Any, result: dict[str, Any]) -> SessionMessage:
 
 
 @asynccontextmanager
+async def _proxied(
+    server: Server[Any] | MCPServer,
+    outbound: Callable[[SessionMessage], SessionMessage | None],
+    inbound: Callable[[Any], Any],
+    answer: Callable[[SessionMessage], SessionMessage | None] = lambda _: None,
+) -> AsyncIterator[Any]:
+    """Serve ``server`` in process with every message passed through a rule on its way: a
+    client's message through ``answer`` first (a reply here, and it goes no further), then
+    ``outbound``; a server's through ``inbound``."""
+    async with InMemoryTransport(server) as (from_server, to_server):
+        to_client, client_reads = anyio.create_memory_object_stream[SessionMessage | Exception](32)
+        client_writes, from_client = anyio.create_memory_object_stream[SessionMessage](32)
+
+        async def pump_out() -> None:
+            async with from_client, to_server:
+                async for item in from_client:
+                    reply = answer(item)
+                    if reply is not None:
+                        await to_client.send(reply)
+                    else:
+                        await to_server.send(outbound(item) or item)
+
+        async def pump_in() -> None:
+            async with to_client:
+                async for item in from_server:
+                    await to_client.send(inbound(item))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(pump_out)
+            tg.start_soon(pump_in)
+            try:
+                async with client_reads, client_writes:
+                    yield client_reads, client_writes
+            finally:
+                tg.cancel_scope.cancel()
+
+
+def _as_is(item: Any) -> Any:
+    return item
+
+
+@asynccontextmanager
 async def handshake_era(server: Server[Any] | MCPServer) -> AsyncIterator[Any]:
     """Serve ``server`` in process as a 2025-era server would: ``server/discover`` is unknown.
 
     The SDK's servers serve both eras and take the era from the client's first request, so the
     probe is answered here, before it reaches the server, as a server that predates it answers.
     """
-    async with InMemoryTransport(server) as (from_server, to_server):
-        to_client, client_reads = anyio.create_memory_object_stream[SessionMessage | Exception](32)
-        client_writes, from_client = anyio.create_memory_object_stream[SessionMessage](32)
 
-        async def outbound() -> None:
-            async with from_client, to_server:
-                async for item in from_client:
-                    message = item.message
-                    if isinstance(message, types.JSONRPCRequest) and message.method == (
-                        "server/discover"
-                    ):
-                        await to_client.send(_error(message.id, -32601, "Method not found"))
-                    else:
-                        await to_server.send(item)
+    def unknown_discover(item: SessionMessage) -> SessionMessage | None:
+        message = item.message
+        if isinstance(message, types.JSONRPCRequest) and message.method == "server/discover":
+            return _error(message.id, -32601, "Method not found")
+        return None
 
-        async def inbound() -> None:
-            async with to_client:
-                async for item in from_server:
-                    await to_client.send(item)
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(outbound)
-            tg.start_soon(inbound)
-            try:
-                async with client_reads, client_writes:
-                    yield client_reads, client_writes
-            finally:
-                tg.cancel_scope.cancel()
+    async with _proxied(server, _as_is, _as_is, unknown_discover) as streams:
+        yield streams
 
 
 class RawServer:
@@ -279,35 +302,22 @@ async def stalls_after_answering(
 async def without_result_type(server: Server[Any] | MCPServer) -> AsyncIterator[Any]:
     """Serve ``server`` in process, taking ``resultType`` out of every tools/call answer, as a
     2026-07-28 server that leaves it to its default ("complete") sends it."""
-    async with InMemoryTransport(server) as (from_server, to_server):
-        to_client, client_reads = anyio.create_memory_object_stream[SessionMessage | Exception](32)
-        client_writes, from_client = anyio.create_memory_object_stream[SessionMessage](32)
-        calls: set[Any] = set()
+    calls: set[Any] = set()
 
-        async def outbound() -> None:
-            async with from_client, to_server:
-                async for item in from_client:
-                    message = item.message
-                    if isinstance(message, types.JSONRPCRequest) and message.method == "tools/call":
-                        calls.add(message.id)
-                    await to_server.send(item)
+    def note_call(item: SessionMessage) -> SessionMessage:
+        message = item.message
+        if isinstance(message, types.JSONRPCRequest) and message.method == "tools/call":
+            calls.add(message.id)
+        return item
 
-        async def inbound() -> None:
-            async with to_client:
-                async for item in from_server:
-                    message = getattr(item, "message", None)
-                    if isinstance(message, types.JSONRPCResponse) and message.id in calls:
-                        assert message.result.pop("resultType") == "complete"
-                    await to_client.send(item)
+    def strip(item: Any) -> Any:
+        message = getattr(item, "message", None)
+        if isinstance(message, types.JSONRPCResponse) and message.id in calls:
+            assert message.result.pop("resultType") == "complete"
+        return item
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(outbound)
-            tg.start_soon(inbound)
-            try:
-                async with client_reads, client_writes:
-                    yield client_reads, client_writes
-            finally:
-                tg.cancel_scope.cancel()
+    async with _proxied(server, note_call, strip) as streams:
+        yield streams
 
 
 class RawHTTPServer:
