@@ -67,6 +67,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "runtime.findings",
             "runtime.reconcile",
             "runtime.calls",
+            "runtime.ahead",
             "runtime.loop",
             "runtime.agent",
         ),
