@@ -34,7 +34,7 @@ def main(source: str, target: str) -> None:
     ]
     raw_1 = statistics.median(r["raw_1"] for r in data["raw"])
     raw_16 = statistics.median(r["raw_16"] for r in data["raw"])
-    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    fig, ax = plt.subplots(figsize=(10, 4.2), dpi=110)
     ax.scatter(
         [p["workers"] for p in points],
         [p["runs_per_s"] for p in points],
@@ -73,7 +73,7 @@ def main(source: str, target: str) -> None:
     ax.set_ylabel("runs per second")
     ax.set_title("bide workers on one PostgreSQL")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(target)
 
