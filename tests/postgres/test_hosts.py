@@ -73,3 +73,37 @@ async def test_a_run_and_its_wakeups_go_through_the_server_that_answers(pg_url: 
         await listening.aclose()
         row = await journal.run_row("m1")
         assert row is not None and row.status == "submitted"
+
+
+async def test_a_write_refused_as_read_only_replaces_the_connection(pg_url: str) -> None:
+    """A server that turned read-only under the writer's connection (a demoted primary) fails
+    the batch as transient, and once a writable server answers, the next write goes through on
+    a new connection instead of being refused on the old one forever."""
+    import asyncpg
+
+    from runtime.errors import StorageError
+    from runtime.journal.postgres import PostgresStore
+
+    database = sa.engine.make_url(pg_url).database
+    admin = await asyncpg.connect(pg_url)
+    store = await PostgresStore.open(pg_url)
+    try:
+        await store.create_run("ro-1")
+        # New sessions of this database are read-only; the writer's session is cut, so the
+        # one it makes next is one of them.
+        await admin.execute(f'ALTER DATABASE "{database}" SET default_transaction_read_only = on')
+        await admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = "
+            "current_database() AND pid <> pg_backend_pid()"
+        )
+        with pytest.raises(StorageError) as refused:
+            await store.append("ro-1", "k1", "note", {"n": 1})
+        assert refused.value.transient, refused.value
+        assert "read-only" in str(refused.value)
+        await admin.execute(f'ALTER DATABASE "{database}" RESET default_transaction_read_only')
+        appended = await store.append("ro-1", "k2", "note", {"n": 2})
+        assert appended.won
+        assert [r.key for r in await store.load("ro-1")] == ["header", "k2"]
+    finally:
+        await store.close()
+        await admin.close()

@@ -198,7 +198,7 @@ class Writer:
                 await self._drop()
                 raise
             except Exception as exc:
-                lost = connection_lost(exc)
+                lost = connection_lost(exc) or _read_only(exc)
                 if lost:
                     await self._drop()
                 if lost and not xid and retry:
@@ -322,6 +322,13 @@ def _one_op_could_cause(exc: BaseException) -> bool:
 
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:300]
+
+
+def _read_only(exc: BaseException) -> bool:
+    """Whether the server refused a write as read-only (25006): the connection reached a
+    primary that has since been demoted (a switchover), and is replaced for one that is not,
+    as the URL's ``target_session_attrs=read-write`` asks."""
+    return sqlstate(exc) == "25006"
 
 
 def _unreachable(exc: BaseException) -> bool:
