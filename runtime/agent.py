@@ -17,8 +17,8 @@ from runtime.errors import (
     ConfigError,
 )
 from runtime.functions import FunctionTool
-from runtime.journal.codec import unstorable, unstorable_text
 from runtime.journal.journal import Journal
+from runtime.jsontext import unstorable, unstorable_text
 from runtime.logs import get_logger
 from runtime.loop import RunDrive
 from runtime.model import Model

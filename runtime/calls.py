@@ -20,7 +20,7 @@ from runtime.asking import Denied, policies
 from runtime.drive import CANCELLED, RECORDED, Drive, Misuse, Outcome, Recorded, RunEnded
 from runtime.errors import StorageError, ToolError, ToolOutcomeUnknown
 from runtime.handles import cancel_handles, handle_recorder
-from runtime.journal.codec import unstorable
+from runtime.jsontext import unstorable
 from runtime.logs import get_logger
 from runtime.records import Appended
 from runtime.redact import clean

@@ -11,7 +11,7 @@ from typing import Any
 from runtime import records as R
 from runtime.drive import Drive, Misuse
 from runtime.errors import ConfigError, ToolOutcomeUnknown
-from runtime.journal.codec import unstorable
+from runtime.jsontext import unstorable
 from runtime.logs import get_logger
 from runtime.state import CallState
 from runtime.tools import Safety, ToolContext, handle_canceller

@@ -8,7 +8,7 @@ from typing import Any, overload
 
 from runtime.errors import ProtocolError
 from runtime.history import History
-from runtime.journal.codec import unstorable_text
+from runtime.jsontext import unstorable_text
 from runtime.messages import AssistantTurn, Message, ToolResultMessage, UserMessage
 from runtime.state import RunState
 from runtime.tools import Tool

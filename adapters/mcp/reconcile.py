@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from runtime.errors import ToolError
-from runtime.journal.codec import parse_json
+from runtime.jsontext import parse_json
 from runtime.reconcile import Absent, Attempt, Found, Reconciler, Unknown
 from runtime.tools import Safety, Tool, ToolContext
 

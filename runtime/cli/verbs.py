@@ -9,7 +9,7 @@ from typing import Any
 from runtime.cli.base import EXIT_USAGE, Command, Failure, Invocation
 from runtime.cli.logs import RESOLVED
 from runtime.journal import Resolution
-from runtime.journal.codec import TooDeep, parse_json
+from runtime.jsontext import TooDeep, parse_json
 from runtime.stops import halted_on
 from runtime.terminal import printable
 

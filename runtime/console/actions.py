@@ -14,8 +14,8 @@ from typing import Any
 from runtime.approval import ApprovalPolicy, Decision, verify
 from runtime.errors import ConfigError
 from runtime.journal import Journal, Resolution
-from runtime.journal.codec import TooDeep, parse_json
 from runtime.journal.resolution import resolution_payload
+from runtime.jsontext import TooDeep, parse_json
 from runtime.state import RunState
 
 __all__ = [

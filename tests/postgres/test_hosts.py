@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from runtime import Journal
 from runtime.errors import ConfigError
-from runtime.journal.postgres.connect import asyncpg_args, display, postgres_url
+from runtime.store.postgres.connect import asyncpg_args, display, postgres_url
 from tests.cli import owned
 
 
@@ -82,7 +82,7 @@ async def test_a_write_refused_as_read_only_replaces_the_connection(pg_url: str)
     import asyncpg
 
     from runtime.errors import StorageError
-    from runtime.journal.postgres import PostgresStore
+    from runtime.store.postgres import PostgresStore
 
     database = sa.engine.make_url(pg_url).database
     admin = await asyncpg.connect(pg_url)

@@ -15,13 +15,13 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from runtime.journal.postgres.connect import (
+from runtime.logs import get_logger
+from runtime.store.postgres.connect import (
     CONNECT_TIMEOUT,
     READY_CHANNEL,
     asyncpg_args,
     storage_error,
 )
-from runtime.logs import get_logger
 
 __all__ = ["APPLICATION_NAME", "BACKOFF", "CHECK_EVERY", "wakeups"]
 

@@ -17,11 +17,12 @@ import sqlalchemy as sa
 
 from runtime import faults
 from runtime.errors import StorageError
-from runtime.journal.postgres.batch import AppendOp, CreateOp, Failed, Op, apply_all
-from runtime.journal.postgres.connect import connection_lost, sqlstate, storage_error
-from runtime.journal.postgres.failover import SERVER
 from runtime.logs import get_logger
 from runtime.outage import Outage
+from runtime.store.ops import AppendOp, CreateOp, Failed, Op
+from runtime.store.postgres.batch import apply_all
+from runtime.store.postgres.connect import connection_lost, sqlstate, storage_error
+from runtime.store.postgres.failover import SERVER
 
 if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal opens
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine

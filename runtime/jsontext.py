@@ -1,6 +1,7 @@
-"""The journal's payload codec: compact JSON in, JSON out, and the checks that keep every record
-readable (``unstorable``: a value refused when it arrives rather than a record that cannot be read
-back). Both stores use it; the codec's name is ``records.CODEC``."""
+"""JSON text from outside, read and checked within bounds: a value refused when it arrives (an
+operator's input, a model's tool arguments, an MCP server's answer) rather than a record that
+cannot be read back, and a text nested too deeply refused before Python's recursive parser sees
+it. The journal's codec (``runtime.store.codec``) stores what passes."""
 
 from __future__ import annotations
 
@@ -8,15 +9,13 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from runtime.errors import CorruptJournal, StorageError
-from runtime.records import CODEC
-
 __all__ = [
     "MAX_DEPTH",
     "TooDeep",
-    "decode",
-    "encode",
+    "compact",
+    "find_problem",
     "parse_json",
+    "storable_text",
     "unstorable",
     "unstorable_text",
 ]
@@ -64,14 +63,12 @@ def _compact_json() -> Callable[[Any], str]:
     return _encoder.encode  # pragma: no cover
 
 
-_encode = _compact_json()
+compact = _compact_json()
+"""A value as compact JSON text (``TypeError``/``ValueError`` if it is not JSON)."""
 
 MAX_DEPTH = 100
 """How deeply a journaled value may nest (objects and arrays). Deeper values are refused when
 they arrive, so that every record written can be read back (decoding recurses)."""
-
-_PAYLOAD_DEPTH = MAX_DEPTH + 28
-"""A record's payload wraps the values it holds in a few levels of its own."""
 
 
 def unstorable(value: Any, *, name: str = "value", depth: int = MAX_DEPTH) -> str | None:
@@ -83,11 +80,11 @@ def unstorable(value: Any, *, name: str = "value", depth: int = MAX_DEPTH) -> st
     ``"\\ud800"`` cannot be stored as UTF-8), nesting at most ``depth`` levels.
     """
     try:
-        if _storable_text(_encode(value), depth):
+        if storable_text(compact(value), depth):
             return None
     except (TypeError, ValueError, RecursionError):
         pass
-    return _find_problem(value, name, depth) or f"{name}: not JSON"
+    return find_problem(value, name, depth) or f"{name}: not JSON"
 
 
 def unstorable_text(text: object, *, name: str = "id") -> str | None:
@@ -102,10 +99,10 @@ def unstorable_text(text: object, *, name: str = "id") -> str | None:
     at = text.find("\x00")
     if at >= 0:
         return f"{name}: a NUL character (at {at}), which a journal cannot store"
-    return _find_problem(text, name, 0)
+    return find_problem(text, name, 0)
 
 
-def _storable_text(text: str, depth: int) -> bool:
+def storable_text(text: str, depth: int) -> bool:
     if not text.isascii():
         try:
             text.encode("utf-8")
@@ -137,7 +134,7 @@ def _nesting(text: str) -> int:
     return deepest
 
 
-def _find_problem(value: Any, here: str, depth: int) -> str | None:
+def find_problem(value: Any, here: str, depth: int) -> str | None:
     if depth < 0:
         return f"{here}: nested more than {MAX_DEPTH} levels deep"
     if isinstance(value, str):
@@ -159,13 +156,13 @@ def _find_problem(value: Any, here: str, depth: int) -> str | None:
                 else:
                     return f"{here}: a key that is not a string ({type(k).__name__})"
             path = f"{here}.{k if k.isidentifier() else json.dumps(k, ensure_ascii=True)}"
-            problem = _find_problem(k, path, depth) or _find_problem(v, path, depth - 1)
+            problem = find_problem(k, path, depth) or find_problem(v, path, depth - 1)
             if problem is not None:
                 return problem
         return None
     if isinstance(value, list | tuple):
         for i, v in enumerate(value):
-            problem = _find_problem(v, f"{here}[{i}]", depth - 1)
+            problem = find_problem(v, f"{here}[{i}]", depth - 1)
             if problem is not None:
                 return problem
         return None
@@ -195,38 +192,3 @@ def parse_json(
         return json.loads(text, parse_constant=parse_constant)
     except RecursionError:  # pragma: no cover - the count above comes first
         raise TooDeep(depth) from None
-
-
-def encode(payload: Any) -> str:
-    """A payload as the journal stores it; ``StorageError`` naming the field if it cannot be."""
-    try:
-        text = _encode(payload)
-    except (TypeError, ValueError, RecursionError):
-        text = None
-    if text is not None and _storable_text(text, _PAYLOAD_DEPTH):
-        return text
-    problem = _find_problem(payload, "payload", _PAYLOAD_DEPTH) or "payload: not JSON"
-    raise StorageError(f"a journal payload must be JSON that can be stored: {problem}")
-
-
-def decode(codec: str, text: str, *, run_id: str, key: str, seq: int | None = None) -> Any:
-    """A stored payload as a value; ``CorruptJournal`` if the record cannot be read as written."""
-    # Key and seq name the record, so an operator can find the damaged one in the file.
-    where = f" (seq {seq})" if seq is not None else ""
-    if codec != CODEC:
-        raise CorruptJournal(
-            f"record {key!r} of run {run_id!r} was written with codec {codec!r}{where}; this "
-            f"bide reads {CODEC!r} only",
-            run_id=run_id,
-            key=key,
-            seq=seq,
-        )
-    try:
-        return json.loads(text)
-    except (TypeError, ValueError, RecursionError) as exc:  # TypeError: a number or blob
-        raise CorruptJournal(
-            f"record {key!r} of run {run_id!r} is not valid JSON{where}: {exc}",
-            run_id=run_id,
-            key=key,
-            seq=seq,
-        ) from exc
