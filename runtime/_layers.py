@@ -50,6 +50,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "runtime.jsontext",
             "runtime.tracing",
             "runtime.logs",
+            "runtime.outage",
         ),
     ),
     ("store", ("runtime.store",)),

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from runtime.errors import LeaseLost, RunBusy, StorageError
 from runtime.logs import get_logger
+from runtime.outage import Outage
 from runtime.ownership import Lease, Owner, send_deadline
 
 if TYPE_CHECKING:
@@ -167,6 +168,7 @@ class Renewer:
         the same interval, so insertion order is due order: the first one is due first."""
         self._task: asyncio.Task[None] | None = None
         self._closed = False
+        self._outage = Outage(log, "lease_renew_failed", "lease_renewals_restored")
 
     def __len__(self) -> int:
         """How many leases are held (and renewed) now."""
@@ -230,8 +232,9 @@ class Renewer:
             async with asyncio.timeout(self.renew):
                 outcomes = await asyncio.gather(*renewals, return_exceptions=True)
         except TimeoutError:
-            log.warning("lease_renew_failed", leases=len(due), error="no answer in an interval")
+            self._outage.failed(leases=len(due), error="no answer in an interval")
             return
+        failed = 0
         for holding, outcome in zip(due, outcomes, strict=True):
             if holding not in self._due:  # released while it was being renewed
                 continue
@@ -243,9 +246,12 @@ class Renewer:
                 self.drop(holding)
                 log.error("lease_lost", run_id=holding.run_id, error=str(outcome))
             elif isinstance(outcome, Exception):  # tried again at the next interval
-                log.warning("lease_renew_failed", run_id=holding.run_id, error=str(outcome))
+                failed += 1
+                self._outage.failed(run_id=holding.run_id, error=str(outcome))
             else:
                 raise outcome
+        if not failed:
+            self._outage.ended(leases=len(due))
 
     def _stopped(self, task: asyncio.Task[None]) -> None:
         if self._closed or self._task is not task:

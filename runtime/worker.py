@@ -38,6 +38,7 @@ from runtime.holding import Holding
 from runtime.journal.journal import Journal
 from runtime.logs import get_logger
 from runtime.loop import RunDrive
+from runtime.outage import Outage
 from runtime.ownership import Owner, this_host
 from runtime.reconcile import due_ms, next_try_ms, settle_run
 from runtime.result import RunResult
@@ -146,6 +147,9 @@ class Worker:
         listener = None
         if isinstance(store, Wakeups):
             listener = asyncio.create_task(self._listen(store), name=f"bide-wake:{self.name}")
+        # The journal away (a failover, say) is said once, and once more when it is back.
+        claims = Outage(log, "worker_claim_failed", "worker_claims_restored")
+        reconciles = Outage(log, "worker_reconcile_failed", "worker_reconcile_restored")
         try:
             while not self._stopping.is_set():
                 # Cleared before the pass, not after: a wake-up heard during it means look again.
@@ -154,16 +158,18 @@ class Worker:
                 if free > 0:
                     try:
                         await self._claim(free)
+                        claims.ended(worker=self.name)
                     except StorageError as exc:  # the journal is locked or away: poll again
-                        log.warning("worker_claim_failed", worker=self.name, error=str(exc))
+                        claims.failed(worker=self.name, error=str(exc))
                     except Exception as exc:  # a bug, or a record no store should hold
                         # Never a silent death: said, and tried again at the next poll.
                         log.error("worker_claim_failed", worker=self.name, error=repr(exc))
                 settled = False
                 try:
                     settled = await self._reconcile_halted()
+                    reconciles.ended(worker=self.name)
                 except StorageError as exc:
-                    log.warning("worker_reconcile_failed", worker=self.name, error=str(exc))
+                    reconciles.failed(worker=self.name, error=str(exc))
                 except Exception as exc:
                     log.error("worker_reconcile_failed", worker=self.name, error=repr(exc))
                 # A run its reconciler just made ready is work: claimed at the next pass, never

@@ -11,6 +11,7 @@ import sqlalchemy as sa
 
 from runtime.errors import ConfigError, StorageError
 from runtime.redact import redact
+from runtime.store.postgres.hosts import multi_host, session_options
 
 if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal opens
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -21,6 +22,7 @@ __all__ = [
     "NOW_MS",
     "READY_CHANNEL",
     "WRITE_LOCK",
+    "asyncpg_args",
     "connection_lost",
     "display",
     "make_engine",
@@ -52,14 +54,20 @@ every process and machine sharing the journal agrees on one clock."""
 
 
 def postgres_url(url: str | os.PathLike[str]) -> sa.URL:
-    """The SQLAlchemy URL bide connects with: the same server, database and options, on asyncpg."""
+    """The SQLAlchemy URL bide connects with: the same server, database and options, on asyncpg.
+
+    Several servers may be named, as libpq names them (``postgresql://h1:p1,h2:p2/db``, with
+    ``?target_session_attrs=read-write`` to reach whichever is the primary): see
+    ``runtime.journal.postgres.hosts``."""
     text = os.fspath(url)
     if text.lower().startswith("postgres://"):
         text = "postgresql://" + text[len("postgres://") :]
+    text = multi_host(text)
     try:
         parsed = sa.engine.make_url(text)
-    except sa.exc.ArgumentError as exc:
+    except (sa.exc.ArgumentError, ValueError) as exc:
         raise ConfigError(f"invalid journal URL {text!r}: {exc}") from exc
+    parsed = session_options(parsed)
     if parsed.get_backend_name() != "postgresql":
         raise ConfigError(f"journal URL {display(parsed)}: not a PostgreSQL URL")
     if parsed.drivername not in ("postgresql", "postgresql+asyncpg"):
@@ -70,6 +78,16 @@ def postgres_url(url: str | os.PathLike[str]) -> sa.URL:
     if not parsed.database:
         raise ConfigError(f"journal URL {display(parsed)} names no database (.../dbname)")
     return parsed.set(drivername="postgresql+asyncpg")
+
+
+def asyncpg_args(url: sa.URL) -> dict[str, object]:
+    """The keyword arguments ``asyncpg.connect`` takes for ``url`` (a ``postgres_url``): its
+    hosts and ports (a list of each when it names several), user, password, database and
+    options, as the engine's own connections get them."""
+    from sqlalchemy.dialects.postgresql.asyncpg import dialect
+
+    _, kwargs = dialect().create_connect_args(url)  # type: ignore[no-untyped-call]
+    return dict(kwargs)
 
 
 def display(url: sa.URL | str) -> str:
@@ -150,7 +168,9 @@ def connection_lost(exc: BaseException) -> bool:
         | asyncpg.exceptions.InterfaceError
         | asyncpg.exceptions.ConnectionFailureError
         | asyncpg.exceptions.AdminShutdownError
-        | asyncpg.exceptions.CannotConnectNowError,
+        | asyncpg.exceptions.CannotConnectNowError
+        # No server named in a multi-host URL is (yet) the primary: a failover under way.
+        | asyncpg.exceptions.TargetServerAttributeNotMatched,
     )
 
 
@@ -175,7 +195,8 @@ def storage_error(where: str, exc: BaseException, *, doing: str) -> StorageError
         why = f"the server refused the credentials: {_one_line(root)}"
     else:
         why = _one_line(root) or type(root).__name__
-    transient = connection_lost(exc) or sqlstate in ("57P01", "57P03", "53300")
+    # 25006: a connection made to a primary that has since become a standby (a failover).
+    transient = connection_lost(exc) or sqlstate in ("57P01", "57P03", "53300", "25006")
     error = StorageError(f"journal {where}: {doing}: {why}", transient=transient)
     error.__cause__ = exc
     return error

@@ -9,13 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
 import sqlalchemy as sa
 
 from runtime.logs import get_logger
-from runtime.store.postgres.connect import CONNECT_TIMEOUT, READY_CHANNEL, storage_error
+from runtime.store.postgres.connect import (
+    CONNECT_TIMEOUT,
+    READY_CHANNEL,
+    asyncpg_args,
+    storage_error,
+)
 
 __all__ = ["APPLICATION_NAME", "BACKOFF", "CHECK_EVERY", "wakeups"]
 
@@ -41,7 +47,7 @@ async def wakeups(url: sa.URL, where: str) -> AsyncIterator[str | None]:
     """
     import asyncpg
 
-    dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
+    args = asyncpg_args(url)  # every server of a multi-host URL, not only the first
     # What each connection heard, tagged with it: a late word from a replaced one is ignored.
     heard: asyncio.Queue[tuple[Any, str | None]] = asyncio.Queue()
 
@@ -57,7 +63,7 @@ async def wakeups(url: sa.URL, where: str) -> AsyncIterator[str | None]:
         delay = BACKOFF[0]
         try:
             conn = await asyncpg.connect(
-                dsn,
+                **args,
                 timeout=CONNECT_TIMEOUT,
                 server_settings={"application_name": APPLICATION_NAME},
             )
@@ -84,8 +90,15 @@ async def wakeups(url: sa.URL, where: str) -> AsyncIterator[str | None]:
             failures += 1
             delay = min(BACKOFF[0] * 2 ** (failures - 1), BACKOFF[1])
             error = storage_error(where, exc, doing="cannot listen for ready runs")
-            log.warning(
-                "journal_listen_lost", path=where, error=str(error), retry_in=delay, polling=True
+            # One line when the connection is lost; the failed attempts to make it again
+            # (a failover takes a while) only at debug, until it is restored.
+            log.log(
+                logging.WARNING if failures == 1 else logging.DEBUG,
+                "journal_listen_lost",
+                path=where,
+                error=str(error),
+                retry_in=delay,
+                polling=True,
             )
         finally:
             if conn is not None:

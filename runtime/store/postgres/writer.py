@@ -18,9 +18,11 @@ import sqlalchemy as sa
 from runtime import faults
 from runtime.errors import StorageError
 from runtime.logs import get_logger
+from runtime.outage import Outage
 from runtime.store.ops import AppendOp, CreateOp, Failed, Op
 from runtime.store.postgres.batch import apply_all
 from runtime.store.postgres.connect import connection_lost, sqlstate, storage_error
+from runtime.store.postgres.failover import SERVER
 
 if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal opens
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -37,6 +39,7 @@ OUTCOME_WAIT = 30.0
 before its callers are told the outcome is unknown."""
 
 _STATUS = sa.text("SELECT txid_status(:xid)")
+_SERVER = sa.text(f"SELECT {SERVER}")
 
 _Item = tuple[Op, "asyncio.Future[Any]"]
 
@@ -54,6 +57,10 @@ class Writer:
         self._engine = engine
         self._queue: asyncio.Queue[_Item | None] = asyncio.Queue()
         self._conn: AsyncConnection | None = None
+        self._server: str | None = None
+        """Which server (an incarnation of one) ``_conn`` reached: a transaction id means
+        something only to the server that gave it."""
+        self._outage = Outage(log, "journal_connection_lost", "journal_connection_restored")
         self._task: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -83,7 +90,14 @@ class Writer:
 
     async def _connect(self) -> AsyncConnection:
         try:
-            return await self._engine.connect()
+            conn = await self._engine.connect()
+            try:
+                self._server = str((await conn.execute(_SERVER)).scalar())
+                await conn.commit()
+            except BaseException:
+                await conn.close()
+                raise
+            return conn
         except Exception as exc:
             raise storage_error(self.where, exc, doing="cannot connect") from exc
 
@@ -157,10 +171,11 @@ class Writer:
             xid: list[int] = []
             outcomes: list[Any] = []
             committing = False
+            server = self._server
             try:
                 if self._conn is None:
                     self._conn = await self._connect()
-                conn = self._conn
+                conn, server = self._conn, self._server
                 transaction = await conn.begin()
                 try:
                     outcomes = await apply_all(conn, ops, xid.append)
@@ -184,7 +199,7 @@ class Writer:
                 await self._drop()
                 raise
             except Exception as exc:
-                lost = connection_lost(exc)
+                lost = connection_lost(exc) or _read_only(exc)
                 if lost:
                     await self._drop()
                 if lost and not xid and retry:
@@ -192,16 +207,17 @@ class Writer:
                     log.info("journal_reconnect", path=self.where)
                     continue
                 if committing and lost:
-                    await self._settle_unknown(batch, outcomes, xid[0], exc)
+                    await self._settle_unknown(batch, outcomes, xid[0], exc, server)
                     return None
-                if lost:
+                if lost or _unreachable(exc):
                     error = storage_error(
                         self.where, exc, doing="nothing of this batch was committed"
                     )
-                    log.warning("journal_commit_failed", path=self.where, error=str(error))
+                    self._outage.failed(path=self.where, error=str(error))
                     _fail_all(batch, error)
                     return None
                 return exc
+            self._outage.ended(path=self.where)
             self._committed(batch, outcomes, records)
             return None
         raise AssertionError("unreachable")  # pragma: no cover
@@ -219,13 +235,20 @@ class Writer:
                 future.set_result(value)
 
     async def _settle_unknown(
-        self, batch: list[_Item], outcomes: list[Any], xid: int, cause: BaseException
+        self,
+        batch: list[_Item],
+        outcomes: list[Any],
+        xid: int,
+        cause: BaseException,
+        server: str | None,
     ) -> None:
         """The connection broke during COMMIT: ask the server what became of the transaction,
-        on a new connection, and tell the callers only that."""
+        on a new connection, and tell the callers only that. Another server (a standby
+        promoted meanwhile) cannot say: the id may be unknown to it, or given since to another
+        transaction of its own, so its answer would be a guess."""
         records = _records([op for op, _ in batch])
         log.warning("journal_commit_outcome_unknown", path=self.where, xid=xid)
-        status = await self._status(xid)
+        status = await self._status(xid, server)
         if status == "committed":
             log.info("journal_commit_outcome_learned", path=self.where, xid=xid, committed=True)
             self._committed(batch, outcomes, records)
@@ -233,6 +256,12 @@ class Writer:
         if status == "aborted":
             log.info("journal_commit_outcome_learned", path=self.where, xid=xid, committed=False)
             doing = "the connection broke during COMMIT, and the server aborted the batch"
+        elif status == "elsewhere":
+            doing = (
+                "the connection broke during COMMIT and another server answers now (a "
+                f"failover): whether the batch (transaction {xid}) committed is unknown; its "
+                "records may or may not be there"
+            )
         else:
             doing = (
                 "the connection broke during COMMIT and the server could not be asked whether "
@@ -240,19 +269,26 @@ class Writer:
             )
         _fail_all(batch, storage_error(self.where, cause, doing=doing))
 
-    async def _status(self, xid: int) -> str | None:
-        """``committed``, ``aborted``, or ``None`` if the server could not say in time. While the
-        server has not yet noticed the broken connection, the transaction is still in
-        progress: ask again."""
+    async def _status(self, xid: int, server: str | None) -> str | None:
+        """``committed``, ``aborted``, ``elsewhere`` (another server than ``server`` answers),
+        or ``None`` if the server could not say in time. While the server has not yet noticed
+        the broken connection, the transaction is still in progress: ask again."""
         deadline = time.monotonic() + OUTCOME_WAIT
         delay = 0.02
+        unreadable = 0
         while True:
             try:
                 async with self._engine.connect() as conn:
+                    if str((await conn.execute(_SERVER)).scalar()) != server:
+                        return "elsewhere"
                     status = (await conn.execute(_STATUS, {"xid": xid})).scalar()
                     await conn.rollback()
             except Exception as exc:
-                log.warning("journal_commit_outcome_unreadable", path=self.where, error=str(exc))
+                unreadable += 1
+                if unreadable == 1:  # once: the server may take a while to come back
+                    log.warning(
+                        "journal_commit_outcome_unreadable", path=self.where, error=str(exc)
+                    )
                 status = "unreachable"
             if status in ("committed", "aborted"):
                 return str(status)
@@ -287,6 +323,18 @@ def _one_op_could_cause(exc: BaseException) -> bool:
 
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:300]
+
+
+def _read_only(exc: BaseException) -> bool:
+    """Whether the server refused a write as read-only (25006): the connection reached a
+    primary that has since been demoted (a switchover), and is replaced for one that is not,
+    as the URL's ``target_session_attrs=read-write`` asks."""
+    return sqlstate(exc) == "25006"
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` says that no server could be reached (nothing was sent)."""
+    return isinstance(exc, StorageError) and exc.transient
 
 
 def _fail_all(batch: list[_Item], error: BaseException) -> None:
