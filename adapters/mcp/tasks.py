@@ -94,11 +94,26 @@ def task_of(handle: object) -> str | None:
 
 
 def read_task_answer(raw: Mapping[str, Any], *, server: str, tool: str) -> TaskState:
-    """Check a ``tools/call`` answer whose ``resultType`` is ``"task"``."""
-    task = raw.get("task")
-    if not isinstance(task, Mapping):
-        raise _broken(server, f"answered {tool} with a task but no task object")
-    return _read_task(task, server=server, what=f"the task answering {tool}")
+    """Check a ``tools/call`` answer whose ``resultType`` is ``"task"``.
+
+    The extension as published (SEP-2663) flattens the answer: ``CreateTaskResult`` is the
+    result and the task at once, ``taskId``, ``status`` and the task's timings beside
+    ``resultType``. The nested shape of the drafts before it (``{"task": {...}}``) is still
+    read, for servers built on them; an answer that mixes the two (a top-level ``taskId`` and a
+    nested ``task``) is refused, since the two could name different tasks.
+    """
+    nested = raw.get("task")
+    if "taskId" in raw and nested is not None:
+        raise _broken(
+            server,
+            f"answered {tool} with a task both flattened (taskId) and nested (task); "
+            "which one is meant cannot be told",
+        )
+    if isinstance(nested, Mapping):
+        return _read_task(nested, server=server, what=f"the task answering {tool} (nested)")
+    if nested is not None:
+        raise _broken(server, f"answered {tool} with a task whose task field is not an object")
+    return _read_task(raw, server=server, what=f"the task answering {tool}")
 
 
 def read_task_state(raw: Mapping[str, Any], task_id: str, *, server: str) -> TaskState:
