@@ -91,6 +91,9 @@ class McpServerSpec(_Strict):
     max_description_bytes: int | None = None
     max_result_bytes: int | None = None
     durable_elicitation: bool = False
+    idempotency_argument: dict[str, str] = {}
+    """A tool's name to the argument in which its server takes an idempotency key: bide writes
+    its own key for the call there (``tools(idempotency_argument=...)``)."""
 
     @pydantic.model_validator(mode="after")
     def _one_transport(self) -> McpServerSpec:
@@ -271,6 +274,7 @@ async def _mcp_tools(
             durable_elicitation=server.durable_elicitation,
             reconcile=dict(server.reconcile),
             settle=dict(server.settle),
+            idempotency_argument=dict(server.idempotency_argument),
             max_description_bytes=_limit(server.max_description_bytes, "description"),
             max_result_bytes=_limit(server.max_result_bytes, "result"),
         )

@@ -24,6 +24,7 @@ from jsonschema.validators import validator_for
 from mcp import Client, ClientSession
 from referencing import Registry
 
+from adapters.mcp.keys import key_argument_map, model_facing_schema
 from adapters.mcp.reconcile import lookup_reconciler
 from adapters.mcp.session import Session
 from adapters.mcp.tool import DEFAULT_MAX_RESULT_BYTES, MCPTool
@@ -97,6 +98,7 @@ async def tools(
     durable_elicitation: bool = False,
     reconcile: Mapping[str, str | Reconciler] | None = None,
     settle: Mapping[str, float] | None = None,
+    idempotency_argument: Mapping[str, str] | None = None,
 ) -> list[Tool]:
     """List every tool of a connected MCP session and wrap each one as a bide ``Tool``.
 
@@ -130,6 +132,13 @@ async def tools(
     may a lookup's *absent* settle a halt as not executed (``runtime.reconcile``). A server's tool
     inherits none: without it, *absent* leaves the halt for a person.
 
+    ``idempotency_argument`` names, per tool, the argument in which its server takes an
+    idempotency key (``{"charge": "idempotency_key"}``): bide writes the call's own key there,
+    the same on every attempt, replacing whatever the model put there, and tells the model it
+    need not give one. Never guessed from names: only a tool named here gets it. The argument
+    must be a property of the tool's input schema that accepts a string (a ``ConfigError``
+    otherwise). See ``docs/mcp.md``.
+
     Raises ``ProtocolError`` if the server's list breaks the protocol (see ``docs/mcp.md``).
     """
     held = _session(session)
@@ -153,6 +162,7 @@ async def tools(
         raise ConfigError("reconcile maps a tool's name to a lookup tool's name or a function")
     pairs = dict(reconcile or {})
     settles = _settle_map(settle)
+    key_arguments = key_argument_map(idempotency_argument)
 
     server = held._name
     stop = threading.Event()
@@ -173,7 +183,7 @@ async def tools(
         stop.set()
     seen = {spec.name for spec, _ in prepared}
     named = (("safety", safety_of), ("approval", approval_of), ("reconcile", pairs))
-    for option, names in (*named, ("settle", settles)):
+    for option, names in (*named, ("settle", settles), ("idempotency_argument", key_arguments)):
         for name in names:
             if name not in seen:
                 raise ConfigError(
@@ -195,6 +205,11 @@ async def tools(
                     "time only tells when a reconciler's absent may settle a halt"
                 )
             spec = dataclasses.replace(spec, settle=settles[spec.name])
+        key_argument = key_arguments.get(spec.name)
+        if key_argument is not None:
+            spec = dataclasses.replace(
+                spec, input_schema=model_facing_schema(spec, key_argument, server)
+            )
         wrapped.append(
             MCPTool(
                 held,
@@ -202,6 +217,7 @@ async def tools(
                 validator,
                 max_result_bytes=result_limit,
                 durable_elicitation=durable_elicitation,
+                key_argument=key_argument,
             )
         )
     return _paired(wrapped, pairs) if pairs else wrapped

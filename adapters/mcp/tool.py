@@ -12,6 +12,7 @@ import mcp_types as types
 from jsonschema import exceptions as jsonschema_exceptions
 from referencing.exceptions import Unresolvable
 
+from adapters.mcp.keys import with_key
 from adapters.mcp.session import Session
 from adapters.mcp.tasks import task_of
 from runtime.errors import ToolArgumentsError, ToolError, ToolOutcomeUnknown
@@ -60,7 +61,14 @@ class ResultTooLargeError(ToolError):
 class MCPTool:
     """A tool an MCP server listed, called through the session it was listed on."""
 
-    __slots__ = ("_durable", "_max_result_bytes", "_session", "_spec", "_validator")
+    __slots__ = (
+        "_durable",
+        "_key_argument",
+        "_max_result_bytes",
+        "_session",
+        "_spec",
+        "_validator",
+    )
 
     enforces_timeout: Final = True
     """The call applies ``spec.timeout`` itself and keeps an answer in hand at the deadline, so
@@ -74,7 +82,9 @@ class MCPTool:
         *,
         max_result_bytes: int,
         durable_elicitation: bool = False,
+        key_argument: str | None = None,
     ) -> None:
+        self._key_argument = key_argument
         self._session = session
         self._spec = spec
         self._validator = validator
@@ -98,7 +108,13 @@ class MCPTool:
         """
         ids = {"run_id": context.run_id, "call_id": context.call_id} if context else {}
         name = self._spec.name
-        checked = self._check_arguments(arguments, ids)
+        sent, step = self._keyed(arguments, context, ids)
+        checked = self._check_arguments(sent, ids)
+        if step is not None and context is not None:
+            # Which argument carried bide's key, and what the model had put there: journaled
+            # (for a side effect, as a step in flight, so a crash from here on still halts)
+            # before the request leaves.
+            await context.record_handle(step, in_flight=True)
         # Every call carries its key, side effects most of all: a server may deduplicate by it,
         # and a reconciler may look a halted call up by it.
         meta = {IDEMPOTENCY_KEY_META: context.idempotency_key} if context is not None else None
@@ -134,7 +150,7 @@ class MCPTool:
         if isinstance(asked, Mapping) and self._durable:
             result = await self._session._call_tool(
                 self._spec.name,
-                self._check_arguments(arguments, ids),
+                self._check_arguments(self._keyed(arguments, context, ids)[0], ids),
                 meta={IDEMPOTENCY_KEY_META: context.idempotency_key},
                 call=context,
                 seconds=self._spec.timeout,
@@ -183,6 +199,21 @@ class MCPTool:
         if result.is_error:
             raise ToolError(_error_text(name, value), data=value, **ids)
         return value
+
+    def _keyed(
+        self, arguments: Any, context: ToolContext | None, ids: dict[str, str]
+    ) -> tuple[Any, dict[str, Any] | None]:
+        """The arguments with bide's key in the tool's key argument, if the host named one."""
+        if self._key_argument is None or not isinstance(arguments, Mapping):
+            return arguments, None
+        if context is None:
+            raise ToolError(
+                f"{self._spec.name} was not called: its argument "
+                f"{safe_repr(self._key_argument)} takes bide's idempotency key, and a call "
+                "without a ToolContext has none",
+                **ids,
+            )
+        return with_key(arguments, self._key_argument, context.idempotency_key)
 
     def _check_arguments(self, arguments: object, ids: dict[str, str]) -> dict[str, Any]:
         name = self._spec.name

@@ -180,3 +180,23 @@ async def test_mcp_tools_of_an_agent_file_get_the_default_call_timeout_unless_it
         (tmp_path / "s.json").write_text("[]")
         async with open_agent_file(path) as agent:
             assert agent.tools["echo"].spec.timeout == expected
+
+
+async def test_an_agent_file_names_the_argument_that_takes_bides_idempotency_key(
+    tmp_path: Path,
+) -> None:
+    from runtime.tools import ToolContext, idempotency_key_for
+
+    toml = (
+        '[model]\nprovider = "scripted"\nscript = "s.json"\n'
+        + stdio_server_toml()
+        + 'idempotency_argument = { echo = "text" }\n'
+    )
+    path = write_agent(tmp_path, toml)
+    (tmp_path / "s.json").write_text("[]")
+    async with open_agent_file(path) as agent:
+        echo = agent.tools["echo"]
+        assert "text" not in echo.spec.input_schema.get("required", [])
+        context = ToolContext(run_id="r", call_id="c1", tool_name="echo")
+        value = await echo.call({"text": "the model's own"}, context)
+    assert value[0]["text"] == idempotency_key_for("r", "c1")
