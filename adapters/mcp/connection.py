@@ -28,7 +28,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 import runtime
 from adapters.mcp.elicitation import ElicitationResolver
 from adapters.mcp.http import http_transport
-from adapters.mcp.session import Session, ToolListChangedCallback
+from adapters.mcp.link import Link
+from adapters.mcp.session import Session, ToolListChangedCallback, parts_of
 from adapters.mcp.stdio import DEFAULT_MAX_LINE_BYTES, server_name, stdio_transport
 from adapters.mcp.tasks import TASKS_EXTENSION
 from runtime.errors import ConfigError, ProtocolError
@@ -101,13 +102,15 @@ async def connect(
     session = Session(
         elicitation=elicitation, on_tool_list_changed=on_tool_list_changed, tasks=tasks, name=called
     )
+    parts = parts_of(session)
+    link = parts.link
     client = Client(
-        _client_target(target, session, called, max_line_bytes),
+        _client_target(target, link, called, max_line_bytes),
         mode="auto",
         cache=None,
         client_info=types.Implementation(name=identity[0], version=identity[1]),
-        elicitation_callback=session._on_elicitation if elicitation is not None else None,
-        message_handler=session._on_message,
+        elicitation_callback=parts.elicitor.on_elicitation if elicitation is not None else None,
+        message_handler=parts.watch.on_message,
         extensions=[advertise(TASKS_EXTENSION)] if tasks else None,
     )
     stack = AsyncExitStack()
@@ -117,14 +120,14 @@ async def connect(
             await stack.enter_async_context(client)
         task_group = await stack.enter_async_context(anyio.create_task_group())
     except BaseException as exc:
-        session._mark_closed()
+        link.mark_closed()
         await stack.aclose()
         if bound.expired():
             raise ProtocolError(
                 f"MCP server {called!r} did not finish the handshake within {seconds:g} s"
             ) from None
-        if session._failure is not None and not isinstance(exc, asyncio.CancelledError):
-            raise session._failure from None
+        if link.failure is not None and not isinstance(exc, asyncio.CancelledError):
+            raise link.failure from None
         leaf = _single_leaf(exc)
         if not isinstance(leaf, Exception):
             raise
@@ -135,12 +138,13 @@ async def connect(
             f"{type(leaf).__name__}: {safe_repr(str(leaf), 200)}"
         ) from exc
     try:
-        session._attach(client.session, task_group)
+        link.sdk = client.session
+        parts.watch.attach(task_group)
         if on_tool_list_changed is not None and _listens_for_tool_changes(client.session):
-            await task_group.start(session._listen_for_tool_list_changes)
+            await task_group.start(parts.watch.listen)
         yield session
     finally:
-        session._mark_closed()
+        link.mark_closed()
         task_group.cancel_scope.cancel()
         # Exit without the body's exception: the SDK would wrap it in an ExceptionGroup.
         await stack.aclose()
@@ -182,28 +186,26 @@ def _client_identity(client_info: tuple[str, str] | None) -> tuple[str, str]:
     return client_info
 
 
-def _client_target(target: Target, session: Session, name: str, max_line_bytes: int) -> Any:
+def _client_target(target: Target, link: Link, name: str, max_line_bytes: int) -> Any:
     if isinstance(target, Server | MCPServer):
         return target
     if isinstance(target, StdioServerParameters):
         if sys.platform == "win32":  # pragma: no cover
-            return _WatchedTransport(stdio_client(target), session)
+            return _WatchedTransport(stdio_client(target), link)
         transport = stdio_transport(
-            target, name=name, max_line_bytes=max_line_bytes, on_failure=session._fail
+            target, name=name, max_line_bytes=max_line_bytes, on_failure=link.fail
         )
-        session._trace_errors()  # every error on the read stream came from the server's stdout
-        return _WatchedTransport(transport, session, errors_are_the_servers=True)
+        link.trace_errors()  # every error on the read stream came from the server's stdout
+        return _WatchedTransport(transport, link, errors_are_the_servers=True)
     if isinstance(target, str):
         if not _URL.match(target):
             raise ConfigError(
                 f"an MCP target string must be an http(s):// URL, not {safe_repr(target)}"
             )
-        session._trace_errors()  # the transport reports what the server's bytes said
-        return _WatchedTransport(
-            http_transport(target, on_server_error=session._server_error), session
-        )
+        link.trace_errors()  # the transport reports what the server's bytes said
+        return _WatchedTransport(http_transport(target, on_server_error=link.server_error), link)
     if hasattr(target, "__aenter__") and hasattr(target, "__aexit__"):
-        return _WatchedTransport(target, session)
+        return _WatchedTransport(target, link)
     raise ConfigError(
         "an MCP target is StdioServerParameters, an http(s):// URL, an SDK transport or an "
         f"in-process server, not {type(target).__name__}"
@@ -229,19 +231,17 @@ class _WatchedTransport:
     traffic tells the session which tools/call requests left and, when ``errors_are_the_servers``,
     which error replies the server sent for them."""
 
-    def __init__(
-        self, transport: Any, session: Session, *, errors_are_the_servers: bool = False
-    ) -> None:
+    def __init__(self, transport: Any, link: Link, *, errors_are_the_servers: bool = False) -> None:
         self._transport = transport
-        self._session = session
+        self._link = link
         self._errors_are_the_servers = errors_are_the_servers
 
     async def __aenter__(self) -> tuple[Any, Any]:
         read, write = await self._transport.__aenter__()
-        on_error = self._session._server_error if self._errors_are_the_servers else None
+        on_error = self._link.server_error if self._errors_are_the_servers else None
         return (
-            _WatchedReadStream(read, self._session._mark_closed, on_error, self._session._received),
-            _WatchedWriteStream(write, self._session._sending),
+            _WatchedReadStream(read, self._link.mark_closed, on_error, self._link.received),
+            _WatchedWriteStream(write, self._link.sending),
         )
 
     async def __aexit__(
@@ -250,7 +250,7 @@ class _WatchedTransport:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool | None:
-        self._session._mark_closed()
+        self._link.mark_closed()
         result: bool | None = await self._transport.__aexit__(exc_type, exc, tb)
         return result
 

@@ -13,8 +13,8 @@ from jsonschema import exceptions as jsonschema_exceptions
 from referencing.exceptions import Unresolvable
 
 from adapters.mcp.keys import with_key
-from adapters.mcp.session import Session
-from adapters.mcp.tasks import task_of
+from adapters.mcp.session import Parts
+from adapters.mcp.tasks import cancel_task, resume_task, task_of
 from runtime.errors import ToolArgumentsError, ToolError, ToolOutcomeUnknown
 from runtime.tools import ToolContext, ToolSpec, safe_repr
 
@@ -65,7 +65,7 @@ class MCPTool:
         "_durable",
         "_key_argument",
         "_max_result_bytes",
-        "_session",
+        "_parts",
         "_spec",
         "_validator",
     )
@@ -76,7 +76,7 @@ class MCPTool:
 
     def __init__(
         self,
-        session: Session,
+        parts: Parts,
         spec: ToolSpec,
         validator: Any,
         *,
@@ -85,7 +85,7 @@ class MCPTool:
         key_argument: str | None = None,
     ) -> None:
         self._key_argument = key_argument
-        self._session = session
+        self._parts = parts
         self._spec = spec
         self._validator = validator
         self._max_result_bytes = max_result_bytes
@@ -124,7 +124,7 @@ class MCPTool:
         # A side effect's 2026-07-28 input rounds are journaled instead: each round is a step
         # of the attempt, and the call is continued from it once answered, never re-run.
         rounds = self._durable and context is not None and not context.safety.retry_safe
-        result = await self._session._call_tool(
+        result = await self._parts.caller.call_tool(
             name,
             checked,
             meta=meta,
@@ -148,7 +148,7 @@ class MCPTool:
         ids = {"run_id": context.run_id, "call_id": context.call_id}
         asked = handle.get("mcp_input") if isinstance(handle, Mapping) else None
         if isinstance(asked, Mapping) and self._durable:
-            result = await self._session._call_tool(
+            result = await self._parts.caller.call_tool(
                 self._spec.name,
                 self._check_arguments(self._keyed(arguments, context, ids)[0], ids),
                 meta={IDEMPOTENCY_KEY_META: context.idempotency_key},
@@ -172,8 +172,8 @@ class MCPTool:
                 "the call may have run",
                 **ids,
             )
-        result = await self._session._resume_task(
-            self._spec.name, task_id, call=context, seconds=self._spec.timeout
+        result = await resume_task(
+            self._parts.link, self._spec.name, task_id, call=context, seconds=self._spec.timeout
         )
         return self._value(result, ids)
 
@@ -182,7 +182,7 @@ class MCPTool:
         is cancelled. It proves nothing: the task may have acted, or finished, already."""
         task_id = task_of(handle)
         if task_id is not None:
-            await self._session._cancel_task(task_id)
+            await cancel_task(self._parts.link, task_id)
 
     def _value(self, result: types.CallToolResult, ids: dict[str, str]) -> Any:
         name = self._spec.name
