@@ -10,22 +10,26 @@ import asyncio
 import math
 import re
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final, TypeAlias
 from urllib.parse import urlsplit
 
 import anyio
+import httpx2
 import mcp_types as types
 from mcp import Client, ClientSession, StdioServerParameters, stdio_client
+from mcp.client.auth.exceptions import OAuthFlowError
 from mcp.client.extension import advertise
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.message import SessionMessage
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 import runtime
+from adapters.mcp.auth import HttpAuth, Refusal, check_headers, http_auth, refused
 from adapters.mcp.elicitation import ElicitationResolver
 from adapters.mcp.http import http_transport
 from adapters.mcp.link import Link
@@ -55,6 +59,7 @@ The SDK types here are inputs only, objects a caller built with the SDK: no publ
 attribute or return type of ``adapters.mcp`` is an SDK type (the public-API test checks it)."""
 
 _URL: Final = re.compile(r"https?://", re.IGNORECASE)
+_VERSIONS: Final = (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
 
 
 @asynccontextmanager
@@ -68,6 +73,9 @@ async def connect(
     connect_timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     tasks: bool = False,
+    headers: Mapping[str, str] | None = None,
+    auth: HttpAuth | None = None,
+    protocol_version: str | None = None,
 ) -> AsyncIterator[Session]:
     """Open an MCP session to ``target`` for the length of the ``async with`` block.
 
@@ -85,6 +93,17 @@ async def connect(
     ``tasks`` declares the MCP tasks extension: a server may then answer a call with a task,
     whose id a side effect journals the moment it arrives and then polls to its end; after a
     crash a resume polls the task instead of halting (see ``docs/mcp.md``).
+
+    For a URL, ``headers`` go on every HTTP request (an API key, a static bearer token) and
+    ``auth`` authorizes them: a token provider (an async function returning a bearer token) or
+    an ``httpx2.Auth`` such as the SDK's OAuth providers (``client_credentials`` builds one).
+    A server that refuses the connection (HTTP 401 or 403) is an ``AuthorizationError`` naming
+    it and what is missing, before any tool is called. Credentials never reach an error, a log
+    line or the journal.
+
+    ``protocol_version`` pins the protocol instead of probing for 2026-07-28 first: a
+    2026-07-28-era version speaks it without the probe; a handshake-era one (``"2025-11-25"``)
+    skips the probe and makes the 2025 handshake, for servers that mishandle the probe.
     """
     identity = _client_identity(client_info)
     if elicitation is not None and not callable(elicitation):
@@ -99,14 +118,21 @@ async def connect(
     called = name if name is not None else _describe(target)
     if not isinstance(tasks, bool):
         raise ConfigError("tasks must be True or False")
+    extra_headers = check_headers(headers)
+    authorizer = http_auth(auth)
+    if (extra_headers or authorizer is not None) and not isinstance(target, str):
+        raise ConfigError("headers and auth apply to an http(s):// URL target only")
+    mode = _mode(protocol_version)
+    refusal = Refusal()
+    http = _Http(extra_headers, authorizer, refusal)
     session = Session(
         elicitation=elicitation, on_tool_list_changed=on_tool_list_changed, tasks=tasks, name=called
     )
     parts = parts_of(session)
     link = parts.link
     client = Client(
-        _client_target(target, link, called, max_line_bytes),
-        mode="auto",
+        _client_target(target, link, called, max_line_bytes, http),
+        mode=mode,
         cache=None,
         client_info=types.Implementation(name=identity[0], version=identity[1]),
         elicitation_callback=parts.elicitor.on_elicitation if elicitation is not None else None,
@@ -131,6 +157,10 @@ async def connect(
         leaf = _single_leaf(exc)
         if not isinstance(leaf, Exception):
             raise
+        given = bool(extra_headers) or authorizer is not None
+        problem = refused(refusal, _cause(leaf), server=called, credentials=given)
+        if problem is not None:
+            raise problem from None
         if isinstance(leaf, ConfigError | OSError):
             raise leaf from None
         raise ProtocolError(
@@ -186,7 +216,39 @@ def _client_identity(client_info: tuple[str, str] | None) -> tuple[str, str]:
     return client_info
 
 
-def _client_target(target: Target, link: Link, name: str, max_line_bytes: int) -> Any:
+@dataclass(frozen=True, slots=True)
+class _Http:
+    headers: dict[str, str]
+    auth: httpx2.Auth | None
+    refusal: Refusal
+
+
+def _mode(version: object) -> str:
+    if version is None:
+        return "auto"
+    if version in MODERN_PROTOCOL_VERSIONS:
+        return str(version)
+    if version in HANDSHAKE_PROTOCOL_VERSIONS:
+        return "legacy"
+    raise ConfigError(
+        f"protocol_version must be one of {', '.join(_VERSIONS)} or None (probe), not "
+        f"{safe_repr(version)}"
+    )
+
+
+def _cause(leaf: Exception) -> BaseException:
+    """The OAuth failure behind ``leaf``, if one is (the SDK may wrap it), else ``leaf``."""
+    seen: BaseException | None = leaf
+    for _ in range(8):
+        if seen is None:
+            break
+        if isinstance(seen, OAuthFlowError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return leaf
+
+
+def _client_target(target: Target, link: Link, name: str, max_line_bytes: int, http: _Http) -> Any:
     if isinstance(target, Server | MCPServer):
         return target
     if isinstance(target, StdioServerParameters):
@@ -203,7 +265,19 @@ def _client_target(target: Target, link: Link, name: str, max_line_bytes: int) -
                 f"an MCP target string must be an http(s):// URL, not {safe_repr(target)}"
             )
         link.trace_errors()  # the transport reports what the server's bytes said
-        return _WatchedTransport(http_transport(target, on_server_error=link.server_error), link)
+        endpoint = target
+
+        def on_status(url: str, status: int, headers: Mapping[str, str]) -> None:
+            http.refusal.seen(url, endpoint, status, headers)
+
+        transport = http_transport(
+            target,
+            on_server_error=link.server_error,
+            headers=http.headers,
+            auth=http.auth,
+            on_status=on_status,
+        )
+        return _WatchedTransport(transport, link)
     if hasattr(target, "__aenter__") and hasattr(target, "__aexit__"):
         return _WatchedTransport(target, link)
     raise ConfigError(
