@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
+from typing import Any
 
 import mcp_types as types
 from mcp.client.session import ClientRequestContext
@@ -19,7 +21,7 @@ from adapters.mcp.link import Active, Link
 from runtime.logs import get_logger
 from runtime.tools import Interrupted, ToolContext
 
-__all__ = ["Elicitor"]
+__all__ = ["Elicitor", "with_defaults"]
 
 log = get_logger(__name__)
 
@@ -48,6 +50,8 @@ class Elicitor:
             if not isinstance(answer, ElicitationAnswer):
                 raise TypeError(f"a resolver must return an ElicitationAnswer, not {answer!r}")
             content = dict(answer.content) if answer.content is not None else None
+            if answer.action == "accept" and request.mode == "form":
+                content = with_defaults(request.requested_schema, content)
             return types.ElicitResult(action=answer.action, content=content)
         except Exception as exc:
             # No answer was given: say so with "cancel", which every server must handle, so the
@@ -71,6 +75,24 @@ class Elicitor:
         if self.resolver is None:
             return ElicitationAnswer.decline()
         return await self.resolver(request)
+
+
+def with_defaults(
+    schema: Mapping[str, Any] | None, content: Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """An accepted form's content with the schema's defaults for what the host left out
+    (SEP-1034): a resolver that accepts without content accepts the defaults. What the host
+    gave always wins; a property without a default stays out."""
+    properties = schema.get("properties") if isinstance(schema, Mapping) else None
+    if not isinstance(properties, Mapping):
+        return dict(content) if content is not None else None
+    filled = {
+        name: prop["default"]
+        for name, prop in properties.items()
+        if isinstance(prop, Mapping) and "default" in prop
+    }
+    filled.update(content or {})
+    return filled if filled or content is not None else None
 
 
 async def _from_journal(
