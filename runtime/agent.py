@@ -18,12 +18,12 @@ from runtime.errors import (
 )
 from runtime.functions import FunctionTool
 from runtime.journal.journal import Journal
+from runtime.jsontext import unstorable, unstorable_text
 from runtime.logs import get_logger
 from runtime.loop import RunDrive
 from runtime.model import Model
 from runtime.result import RunResult
 from runtime.retry import MODEL_RETRY, TOOL_RETRY, RetryingModel, RetryPolicy
-from runtime.store.codec import unstorable, unstorable_text
 from runtime.tools import (
     Tool,
     ToolSpec,

@@ -7,16 +7,17 @@ narrow handle: the run's identity, the agent's tools, the lease, and the one way
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from runtime.errors import ConfigError
 from runtime.holding import Holding
+from runtime.model import Model
 from runtime.records import Appended
 from runtime.result import Halt, Waiting
 from runtime.retry import RetryPolicy
-from runtime.tools import Tool
+from runtime.tools import Tool, ToolSpec
 
 __all__ = [
     "CANCELLED",
@@ -24,6 +25,7 @@ __all__ = [
     "AgentTools",
     "Cancelled",
     "Drive",
+    "DrivenAgent",
     "Misuse",
     "Outcome",
     "Recorded",
@@ -71,6 +73,32 @@ class AgentTools(Protocol):
     def tool_retry(self) -> RetryPolicy: ...
 
     def validate_arguments(self, tool: str, arguments: Any) -> str | None: ...
+
+
+class DrivenAgent(AgentTools, Protocol):
+    """What a run's drive needs of its agent (``runtime.agent.Agent`` is one): the drive is
+    below the agent that starts it, and knows it by this shape alone."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def model(self) -> Model: ...
+
+    @property
+    def system_prompt(self) -> str | None: ...
+
+    @property
+    def specs(self) -> Sequence[ToolSpec]: ...
+
+    @property
+    def max_turns(self) -> int: ...
+
+    @property
+    def max_concurrency(self) -> int: ...
+
+    @property
+    def _retrying_model(self) -> Model: ...
 
 
 class Drive(Protocol):

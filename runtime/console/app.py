@@ -30,7 +30,7 @@ from runtime.journal import Journal
 from runtime.logs import get_logger
 from runtime.ownership import is_alive
 from runtime.runs import Row, list_page
-from runtime.store.protocol import check_run_id
+from runtime.store.checks import check_run_id
 from runtime.timeline import timeline
 
 __all__ = ["CONTENT_SECURITY_POLICY", "Console"]
