@@ -26,6 +26,7 @@ from runtime.tools import safe_repr
 __all__ = [
     "AuthorizationError",
     "HttpAuth",
+    "HttpOptions",
     "MemoryTokenStorage",
     "TokenProvider",
     "check_headers",
@@ -78,10 +79,20 @@ class Refusal:
             self.status, self.challenge = None, None
 
 
+@dataclass(frozen=True, slots=True)
+class HttpOptions:
+    """What ``connect`` was told for a URL: headers, the authorizer, and where refusals go."""
+
+    headers: dict[str, str]
+    auth: httpx2.Auth | None
+    refusal: Refusal
+
+
 def refused(
-    refusal: Refusal, problem: BaseException | None, *, server: str, credentials: bool
+    refusal: Refusal, failure: BaseException, *, server: str, credentials: bool
 ) -> AuthorizationError | None:
     """The error to raise when opening a session failed, if it failed for want of authorization."""
+    problem = _oauth_failure(failure)
     if isinstance(problem, OAuthFlowError):
         return AuthorizationError(
             f"MCP server {server!r}: authorizing failed ({type(problem).__name__}: "
@@ -227,6 +238,18 @@ class _Bearer(httpx2.Auth):
             )
         request.headers["Authorization"] = f"Bearer {token}"
         yield request
+
+
+def _oauth_failure(failure: BaseException) -> BaseException:
+    """The OAuth failure behind ``failure``, if one is (the SDK may wrap it), else ``failure``."""
+    seen: BaseException | None = failure
+    for _ in range(8):
+        if seen is None:
+            break
+        if isinstance(seen, OAuthFlowError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return failure
 
 
 def _param(challenge: str | None, name: str) -> str | None:

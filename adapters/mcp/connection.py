@@ -12,16 +12,13 @@ import re
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final, TypeAlias
 from urllib.parse import urlsplit
 
 import anyio
-import httpx2
 import mcp_types as types
 from mcp import Client, ClientSession, StdioServerParameters, stdio_client
-from mcp.client.auth.exceptions import OAuthFlowError
 from mcp.client.extension import advertise
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
@@ -29,7 +26,7 @@ from mcp.shared.message import SessionMessage
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 import runtime
-from adapters.mcp.auth import HttpAuth, Refusal, check_headers, http_auth, refused
+from adapters.mcp.auth import HttpAuth, HttpOptions, Refusal, check_headers, http_auth, refused
 from adapters.mcp.elicitation import ElicitationResolver
 from adapters.mcp.http import http_transport
 from adapters.mcp.link import Link
@@ -124,7 +121,7 @@ async def connect(
         raise ConfigError("headers and auth apply to an http(s):// URL target only")
     mode = _mode(protocol_version)
     refusal = Refusal()
-    http = _Http(extra_headers, authorizer, refusal)
+    http = HttpOptions(extra_headers, authorizer, refusal)
     session = Session(
         elicitation=elicitation, on_tool_list_changed=on_tool_list_changed, tasks=tasks, name=called
     )
@@ -158,7 +155,7 @@ async def connect(
         if not isinstance(leaf, Exception):
             raise
         given = bool(extra_headers) or authorizer is not None
-        problem = refused(refusal, _cause(leaf), server=called, credentials=given)
+        problem = refused(refusal, leaf, server=called, credentials=given)
         if problem is not None:
             raise problem from None
         if isinstance(leaf, ConfigError | OSError):
@@ -216,13 +213,6 @@ def _client_identity(client_info: tuple[str, str] | None) -> tuple[str, str]:
     return client_info
 
 
-@dataclass(frozen=True, slots=True)
-class _Http:
-    headers: dict[str, str]
-    auth: httpx2.Auth | None
-    refusal: Refusal
-
-
 def _mode(version: object) -> str:
     if version is None:
         return "auto"
@@ -236,19 +226,9 @@ def _mode(version: object) -> str:
     )
 
 
-def _cause(leaf: Exception) -> BaseException:
-    """The OAuth failure behind ``leaf``, if one is (the SDK may wrap it), else ``leaf``."""
-    seen: BaseException | None = leaf
-    for _ in range(8):
-        if seen is None:
-            break
-        if isinstance(seen, OAuthFlowError):
-            return seen
-        seen = seen.__cause__ or seen.__context__
-    return leaf
-
-
-def _client_target(target: Target, link: Link, name: str, max_line_bytes: int, http: _Http) -> Any:
+def _client_target(
+    target: Target, link: Link, name: str, max_line_bytes: int, http: HttpOptions
+) -> Any:
     if isinstance(target, Server | MCPServer):
         return target
     if isinstance(target, StdioServerParameters):
