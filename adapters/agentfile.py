@@ -72,6 +72,36 @@ class ApprovalSpec(_Strict):
     """Approver id to base64 Ed25519 public key; empty for a single unsigned decision."""
 
 
+class McpAuthSpec(_Strict):
+    """How to authorize with an MCP server reached by URL. Credentials are named, never written:
+    by the environment variable that holds them, or by a reference to the host's own code."""
+
+    bearer_token_env: str | None = None
+    """The variable holding a bearer token, sent as ``Authorization: Bearer``."""
+    headers_env: dict[str, str] = {}
+    """A header's name to the variable holding its value (an API key header, say)."""
+    client_id_env: str | None = None
+    client_secret_env: str | None = None
+    issuer: str | None = None
+    scope: str | None = None
+    """OAuth client credentials: the variables holding the client's id and secret, and the
+    authorization server's issuer URL (the secret is sent there only)."""
+    provider: str | None = None
+    """``module:attr``: a token provider (an async function returning a token), an
+    ``httpx2.Auth`` (the SDK's OAuth providers, with the host's token storage), or a function
+    of the server's URL returning either."""
+
+    @pydantic.model_validator(mode="after")
+    def _one_way(self) -> McpAuthSpec:
+        oauth = (self.client_id_env, self.client_secret_env, self.issuer)
+        if any(oauth) and not all(oauth):
+            raise ValueError("client credentials need client_id_env, client_secret_env and issuer")
+        ways = [self.bearer_token_env is not None, all(oauth), self.provider is not None]
+        if sum(ways) > 1:
+            raise ValueError("give one of bearer_token_env, client credentials or provider")
+        return self
+
+
 class McpServerSpec(_Strict):
     name: str
     command: str | None = None
@@ -91,11 +121,18 @@ class McpServerSpec(_Strict):
     max_description_bytes: int | None = None
     max_result_bytes: int | None = None
     durable_elicitation: bool = False
+    idempotency_argument: dict[str, str] = {}
+    """A tool's name to the argument in which its server takes an idempotency key: bide writes
+    its own key for the call there (``tools(idempotency_argument=...)``)."""
+    auth: McpAuthSpec | None = None
+    protocol_version: str | None = None
 
     @pydantic.model_validator(mode="after")
     def _one_transport(self) -> McpServerSpec:
         if (self.command is None) == (self.url is None):
             raise ValueError("give either command (a stdio server) or url, not both or neither")
+        if self.auth is not None and self.url is None:
+            raise ValueError("auth applies to a server reached by url")
         return self
 
 
@@ -237,8 +274,13 @@ async def _mcp_tools(
     from adapters import mcp as bide_mcp
 
     target: Any
+    credentials: dict[str, Any] = {}
     if server.url is not None:
         target = server.url
+        if server.auth is not None:
+            credentials = _credentials(
+                f"{where}: mcp[{server.name}]", server.auth, server.url, base
+            )
     else:
         assert server.command is not None
         cwd = str((base / server.cwd).resolve()) if server.cwd else str(base)
@@ -255,7 +297,13 @@ async def _mcp_tools(
     key = f"{where}: mcp[{server.name}]"
     try:
         session = await stack.enter_async_context(
-            bide_mcp.connect(target, elicitation=bide_mcp.decline_elicitation, name=server.name)
+            bide_mcp.connect(
+                target,
+                elicitation=bide_mcp.decline_elicitation,
+                name=server.name,
+                protocol_version=server.protocol_version,
+                **credentials,
+            )
         )
         return await bide_mcp.tools(
             session,
@@ -271,6 +319,7 @@ async def _mcp_tools(
             durable_elicitation=server.durable_elicitation,
             reconcile=dict(server.reconcile),
             settle=dict(server.settle),
+            idempotency_argument=dict(server.idempotency_argument),
             max_description_bytes=_limit(server.max_description_bytes, "description"),
             max_result_bytes=_limit(server.max_result_bytes, "result"),
         )
@@ -280,6 +329,59 @@ async def _mcp_tools(
         raise ConfigError(
             f"{key}: cannot start command {server.command!r}: {exc.strerror or exc}"
         ) from exc
+
+
+def _credentials(key: str, spec: McpAuthSpec, url: str, base: Path) -> dict[str, Any]:
+    """``connect``'s ``headers`` and ``auth`` for an ``auth`` table, read from the environment."""
+    from adapters import mcp as bide_mcp
+
+    def env(name: str) -> str:
+        value = os.environ.get(name)
+        if not value:
+            raise ConfigError(f"{key}: auth: the environment variable {name} is not set")
+        return value
+
+    headers = {header: env(name) for header, name in spec.headers_env.items()}
+    auth: Any = None
+    if spec.bearer_token_env is not None:
+        headers["Authorization"] = f"Bearer {env(spec.bearer_token_env)}"
+    elif spec.client_id_env is not None and spec.client_secret_env and spec.issuer:
+        auth = bide_mcp.client_credentials(
+            url,
+            issuer=spec.issuer,
+            client_id=env(spec.client_id_env),
+            client_secret=env(spec.client_secret_env),
+            scope=spec.scope,
+        )
+    elif spec.provider is not None:
+        found = _imported(key, spec.provider, base)
+        auth = found(url) if callable(found) and _is_factory(found) else found
+    return {"headers": headers or None, "auth": auth}
+
+
+def _is_factory(value: Any) -> bool:
+    """A plain function of the URL (a factory), not an async token provider."""
+    import inspect
+
+    import httpx2
+
+    return not isinstance(value, httpx2.Auth) and not inspect.iscoroutinefunction(value)
+
+
+def _imported(key: str, ref: str, base: Path) -> Any:
+    module_name, sep, attr = ref.partition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigError(f"{key}: auth.provider: {ref!r} is not module:attr")
+    for directory in (str(base), os.getcwd()):
+        if directory not in sys.path:
+            sys.path.insert(0, directory)
+    try:
+        value: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            value = getattr(value, part)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"{key}: auth.provider: cannot import {ref!r}: {exc}") from exc
+    return value
 
 
 def _limit(given: int | None, which: str) -> int:

@@ -73,6 +73,12 @@ def _tell(state: RunState, record: Record) -> tuple[str, tuple[str, ...]]:
         )
     if kind == R.RESULT:
         return _tell_result(state, p)
+    if kind == R.HANDLE:
+        flight = " (a request in flight)" if p.get("in_flight") else ""
+        return "step", (
+            f"{_who(p)} attempt {p.get('attempt')} step {p.get('n')}{flight}: "
+            f"{clip(p.get('handle'), 240)}",
+        )
     if kind == R.LATE:
         return "late", (
             f"{_who(p)} attempt {p.get('attempt')} returned after it was resolved "

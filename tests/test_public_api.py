@@ -14,6 +14,7 @@ from pathlib import Path
 import mcp_types
 import pytest
 from mcp import Client, ClientSession, StdioServerParameters
+from mcp.client.auth import TokenStorage
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 
@@ -81,7 +82,7 @@ def test_adapters_use_only_public_documented_names_of_the_core() -> None:
 SDK_MODULES = ("mcp.", "mcp_types")
 
 SDK_INPUTS: frozenset[object] = frozenset(
-    {StdioServerParameters, Server, MCPServer, ClientSession, Client}
+    {StdioServerParameters, Server, MCPServer, ClientSession, Client, TokenStorage}
 )
 """SDK objects a caller builds with the SDK and hands to bide (``connect``'s targets, a session
 for ``tools``): accepted at the boundary, never returned or kept on a bide object."""
@@ -145,7 +146,12 @@ def test_no_sdk_type_crosses_the_mcp_surface_but_the_inputs_it_accepts() -> None
     inputs, other = _sdk_on_surface(adapters.mcp)
     assert other == {}
     # The walk sees through Target and into the signatures: these name what a caller built.
-    assert set(inputs) == {"Target", "connect(target)", "tools(session)"}
+    assert set(inputs) == {
+        "Target",
+        "connect(target)",
+        "tools(session)",
+        "client_credentials(storage)",
+    }
     assert set().union(*inputs.values()) <= SDK_INPUTS
 
 

@@ -1,5 +1,6 @@
 """MCP server tools as bide tools; untrusted by default. See ``docs/mcp.md``."""
 
+from adapters.mcp.auth import AuthorizationError, HttpAuth, TokenProvider, client_credentials
 from adapters.mcp.connection import DEFAULT_CONNECT_TIMEOUT, Target, connect
 from adapters.mcp.elicitation import (
     ElicitationAnswer,
@@ -32,13 +33,17 @@ __all__ = [
     "IDEMPOTENCY_KEY_META",
     "MAX_INPUT_ROUNDS",
     "MAX_LIST_PAGES",
+    "AuthorizationError",
     "ElicitationAnswer",
     "ElicitationRequest",
     "ElicitationResolver",
+    "HttpAuth",
     "ResultTooLargeError",
     "Session",
     "Target",
+    "TokenProvider",
     "ToolListChangedCallback",
+    "client_credentials",
     "connect",
     "decline_elicitation",
     "tools",

@@ -10,7 +10,7 @@ import asyncio
 import math
 import re
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from types import TracebackType
 from typing import Any, Final, TypeAlias
@@ -23,12 +23,14 @@ from mcp.client.extension import advertise
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.message import SessionMessage
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 import runtime
+from adapters.mcp.auth import HttpAuth, HttpOptions, Refusal, check_headers, http_auth, refused
 from adapters.mcp.elicitation import ElicitationResolver
 from adapters.mcp.http import http_transport
-from adapters.mcp.session import Session, ToolListChangedCallback
+from adapters.mcp.link import Link
+from adapters.mcp.session import Session, ToolListChangedCallback, parts_of
 from adapters.mcp.stdio import DEFAULT_MAX_LINE_BYTES, server_name, stdio_transport
 from adapters.mcp.tasks import TASKS_EXTENSION
 from runtime.errors import ConfigError, ProtocolError
@@ -54,6 +56,7 @@ The SDK types here are inputs only, objects a caller built with the SDK: no publ
 attribute or return type of ``adapters.mcp`` is an SDK type (the public-API test checks it)."""
 
 _URL: Final = re.compile(r"https?://", re.IGNORECASE)
+_VERSIONS: Final = (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
 
 
 @asynccontextmanager
@@ -67,6 +70,9 @@ async def connect(
     connect_timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     tasks: bool = False,
+    headers: Mapping[str, str] | None = None,
+    auth: HttpAuth | None = None,
+    protocol_version: str | None = None,
 ) -> AsyncIterator[Session]:
     """Open an MCP session to ``target`` for the length of the ``async with`` block.
 
@@ -84,6 +90,17 @@ async def connect(
     ``tasks`` declares the MCP tasks extension: a server may then answer a call with a task,
     whose id a side effect journals the moment it arrives and then polls to its end; after a
     crash a resume polls the task instead of halting (see ``docs/mcp.md``).
+
+    For a URL, ``headers`` go on every HTTP request (an API key, a static bearer token) and
+    ``auth`` authorizes them: a token provider (an async function returning a bearer token) or
+    an ``httpx2.Auth`` such as the SDK's OAuth providers (``client_credentials`` builds one).
+    A server that refuses the connection (HTTP 401 or 403) is an ``AuthorizationError`` naming
+    it and what is missing, before any tool is called. Credentials never reach an error, a log
+    line or the journal.
+
+    ``protocol_version`` pins the protocol instead of probing for 2026-07-28 first: a
+    2026-07-28-era version speaks it without the probe; a handshake-era one (``"2025-11-25"``)
+    skips the probe and makes the 2025 handshake, for servers that mishandle the probe.
     """
     identity = _client_identity(client_info)
     if elicitation is not None and not callable(elicitation):
@@ -98,16 +115,25 @@ async def connect(
     called = name if name is not None else _describe(target)
     if not isinstance(tasks, bool):
         raise ConfigError("tasks must be True or False")
+    extra_headers = check_headers(headers)
+    authorizer = http_auth(auth)
+    if (extra_headers or authorizer is not None) and not isinstance(target, str):
+        raise ConfigError("headers and auth apply to an http(s):// URL target only")
+    mode = _mode(protocol_version)
+    refusal = Refusal()
+    http = HttpOptions(extra_headers, authorizer, refusal)
     session = Session(
         elicitation=elicitation, on_tool_list_changed=on_tool_list_changed, tasks=tasks, name=called
     )
+    parts = parts_of(session)
+    link = parts.link
     client = Client(
-        _client_target(target, session, called, max_line_bytes),
-        mode="auto",
+        _client_target(target, link, called, max_line_bytes, http),
+        mode=mode,
         cache=None,
         client_info=types.Implementation(name=identity[0], version=identity[1]),
-        elicitation_callback=session._on_elicitation if elicitation is not None else None,
-        message_handler=session._on_message,
+        elicitation_callback=parts.elicitor.on_elicitation if elicitation is not None else None,
+        message_handler=parts.watch.on_message,
         extensions=[advertise(TASKS_EXTENSION)] if tasks else None,
     )
     stack = AsyncExitStack()
@@ -117,17 +143,21 @@ async def connect(
             await stack.enter_async_context(client)
         task_group = await stack.enter_async_context(anyio.create_task_group())
     except BaseException as exc:
-        session._mark_closed()
+        link.mark_closed()
         await stack.aclose()
         if bound.expired():
             raise ProtocolError(
                 f"MCP server {called!r} did not finish the handshake within {seconds:g} s"
             ) from None
-        if session._failure is not None and not isinstance(exc, asyncio.CancelledError):
-            raise session._failure from None
+        if link.failure is not None and not isinstance(exc, asyncio.CancelledError):
+            raise link.failure from None
         leaf = _single_leaf(exc)
         if not isinstance(leaf, Exception):
             raise
+        given = bool(extra_headers) or authorizer is not None
+        problem = refused(refusal, leaf, server=called, credentials=given)
+        if problem is not None:
+            raise problem from None
         if isinstance(leaf, ConfigError | OSError):
             raise leaf from None
         raise ProtocolError(
@@ -135,12 +165,13 @@ async def connect(
             f"{type(leaf).__name__}: {safe_repr(str(leaf), 200)}"
         ) from exc
     try:
-        session._attach(client.session, task_group)
+        link.sdk = client.session
+        parts.watch.attach(task_group)
         if on_tool_list_changed is not None and _listens_for_tool_changes(client.session):
-            await task_group.start(session._listen_for_tool_list_changes)
+            await task_group.start(parts.watch.listen)
         yield session
     finally:
-        session._mark_closed()
+        link.mark_closed()
         task_group.cancel_scope.cancel()
         # Exit without the body's exception: the SDK would wrap it in an ExceptionGroup.
         await stack.aclose()
@@ -182,28 +213,53 @@ def _client_identity(client_info: tuple[str, str] | None) -> tuple[str, str]:
     return client_info
 
 
-def _client_target(target: Target, session: Session, name: str, max_line_bytes: int) -> Any:
+def _mode(version: object) -> str:
+    if version is None:
+        return "auto"
+    if version in MODERN_PROTOCOL_VERSIONS:
+        return str(version)
+    if version in HANDSHAKE_PROTOCOL_VERSIONS:
+        return "legacy"
+    raise ConfigError(
+        f"protocol_version must be one of {', '.join(_VERSIONS)} or None (probe), not "
+        f"{safe_repr(version)}"
+    )
+
+
+def _client_target(
+    target: Target, link: Link, name: str, max_line_bytes: int, http: HttpOptions
+) -> Any:
     if isinstance(target, Server | MCPServer):
         return target
     if isinstance(target, StdioServerParameters):
         if sys.platform == "win32":  # pragma: no cover
-            return _WatchedTransport(stdio_client(target), session)
+            return _WatchedTransport(stdio_client(target), link)
         transport = stdio_transport(
-            target, name=name, max_line_bytes=max_line_bytes, on_failure=session._fail
+            target, name=name, max_line_bytes=max_line_bytes, on_failure=link.fail
         )
-        session._trace_errors()  # every error on the read stream came from the server's stdout
-        return _WatchedTransport(transport, session, errors_are_the_servers=True)
+        link.trace_errors()  # every error on the read stream came from the server's stdout
+        return _WatchedTransport(transport, link, errors_are_the_servers=True)
     if isinstance(target, str):
         if not _URL.match(target):
             raise ConfigError(
                 f"an MCP target string must be an http(s):// URL, not {safe_repr(target)}"
             )
-        session._trace_errors()  # the transport reports what the server's bytes said
-        return _WatchedTransport(
-            http_transport(target, on_server_error=session._server_error), session
+        link.trace_errors()  # the transport reports what the server's bytes said
+        endpoint = target
+
+        def on_status(url: str, status: int, headers: Mapping[str, str]) -> None:
+            http.refusal.seen(url, endpoint, status, headers)
+
+        transport = http_transport(
+            target,
+            on_server_error=link.server_error,
+            headers=http.headers,
+            auth=http.auth,
+            on_status=on_status,
         )
+        return _WatchedTransport(transport, link)
     if hasattr(target, "__aenter__") and hasattr(target, "__aexit__"):
-        return _WatchedTransport(target, session)
+        return _WatchedTransport(target, link)
     raise ConfigError(
         "an MCP target is StdioServerParameters, an http(s):// URL, an SDK transport or an "
         f"in-process server, not {type(target).__name__}"
@@ -229,19 +285,17 @@ class _WatchedTransport:
     traffic tells the session which tools/call requests left and, when ``errors_are_the_servers``,
     which error replies the server sent for them."""
 
-    def __init__(
-        self, transport: Any, session: Session, *, errors_are_the_servers: bool = False
-    ) -> None:
+    def __init__(self, transport: Any, link: Link, *, errors_are_the_servers: bool = False) -> None:
         self._transport = transport
-        self._session = session
+        self._link = link
         self._errors_are_the_servers = errors_are_the_servers
 
     async def __aenter__(self) -> tuple[Any, Any]:
         read, write = await self._transport.__aenter__()
-        on_error = self._session._server_error if self._errors_are_the_servers else None
+        on_error = self._link.server_error if self._errors_are_the_servers else None
         return (
-            _WatchedReadStream(read, self._session._mark_closed, on_error, self._session._received),
-            _WatchedWriteStream(write, self._session._sending),
+            _WatchedReadStream(read, self._link.mark_closed, on_error, self._link.received),
+            _WatchedWriteStream(write, self._link.sending),
         )
 
     async def __aexit__(
@@ -250,7 +304,7 @@ class _WatchedTransport:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool | None:
-        self._session._mark_closed()
+        self._link.mark_closed()
         result: bool | None = await self._transport.__aexit__(exc_type, exc, tb)
         return result
 

@@ -9,7 +9,7 @@ them, and reports each error reply found there, so the session can tell a server
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Final
 
@@ -18,10 +18,13 @@ from mcp.client.streamable_http import streamable_http_client
 
 from runtime.jsontext import parse_json
 
-__all__ = ["ServerErrorSeen", "http_transport"]
+__all__ = ["ServerErrorSeen", "StatusSeen", "http_transport"]
 
 ServerErrorSeen = Callable[[Any, int, str], None]
 """Told ``(request id, code, message)`` of each JSON-RPC error reply in the server's bytes."""
+
+StatusSeen = Callable[[str, int, Mapping[str, str]], None]
+"""Told ``(url, status, headers)`` of each HTTP response."""
 
 _MAX_WITNESSED: Final = 1 << 20
 """Bytes of one JSON body or SSE event read for error replies; a larger one is not witnessed
@@ -33,25 +36,47 @@ _READ_SECONDS: Final = 300.0
 
 
 @asynccontextmanager
-async def http_transport(url: str, *, on_server_error: ServerErrorSeen) -> AsyncIterator[Any]:
-    """The SDK's streamable HTTP transport on a client whose responses are witnessed."""
+async def http_transport(
+    url: str,
+    *,
+    on_server_error: ServerErrorSeen,
+    headers: Mapping[str, str] | None = None,
+    auth: httpx2.Auth | None = None,
+    on_status: StatusSeen | None = None,
+) -> AsyncIterator[Any]:
+    """The SDK's streamable HTTP transport on a client whose responses are witnessed.
+
+    ``headers`` go on every request and ``auth`` authorizes them (its own requests, such as
+    OAuth discovery and token requests, pass through the same witness: they carry no JSON-RPC
+    error replies, so they change nothing in what it reports). ``on_status`` is told the URL,
+    status and headers of every response.
+    """
     client = httpx2.AsyncClient(
         timeout=httpx2.Timeout(_CONNECT_SECONDS, read=_READ_SECONDS),
         # Compressed bodies could not be witnessed; ask for none.
-        headers={"accept-encoding": "identity"},
-        transport=_Witness(httpx2.AsyncHTTPTransport(), on_server_error),
+        headers={"accept-encoding": "identity", **(headers or {})},
+        auth=auth,
+        transport=_Witness(httpx2.AsyncHTTPTransport(), on_server_error, on_status),
     )
     async with client, streamable_http_client(url, http_client=client) as streams:
         yield streams
 
 
 class _Witness(httpx2.AsyncBaseTransport):
-    def __init__(self, inner: httpx2.AsyncBaseTransport, seen: ServerErrorSeen) -> None:
+    def __init__(
+        self,
+        inner: httpx2.AsyncBaseTransport,
+        seen: ServerErrorSeen,
+        status: StatusSeen | None = None,
+    ) -> None:
         self._inner = inner
         self._seen = seen
+        self._status = status
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         response = await self._inner.handle_async_request(request)
+        if self._status is not None:
+            self._status(str(request.url), response.status_code, response.headers)
         kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
         encoded = response.headers.get("content-encoding", "identity").lower() != "identity"
         if (

@@ -19,13 +19,16 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import mcp_types as types
+import pydantic
 from jsonschema import exceptions as jsonschema_exceptions
 from jsonschema.validators import validator_for
-from mcp import Client, ClientSession
+from mcp import Client, ClientSession, MCPError
 from referencing import Registry
 
+from adapters.mcp.keys import key_argument_map, model_facing_schema
+from adapters.mcp.link import Link, brief_validation
 from adapters.mcp.reconcile import lookup_reconciler
-from adapters.mcp.session import Session
+from adapters.mcp.session import Session, adopt, parts_of
 from adapters.mcp.tool import DEFAULT_MAX_RESULT_BYTES, MCPTool
 from runtime.approval import ApprovalPolicy
 from runtime.errors import ConfigError, ProtocolError
@@ -97,6 +100,7 @@ async def tools(
     durable_elicitation: bool = False,
     reconcile: Mapping[str, str | Reconciler] | None = None,
     settle: Mapping[str, float] | None = None,
+    idempotency_argument: Mapping[str, str] | None = None,
 ) -> list[Tool]:
     """List every tool of a connected MCP session and wrap each one as a bide ``Tool``.
 
@@ -130,9 +134,16 @@ async def tools(
     may a lookup's *absent* settle a halt as not executed (``runtime.reconcile``). A server's tool
     inherits none: without it, *absent* leaves the halt for a person.
 
+    ``idempotency_argument`` names, per tool, the argument in which its server takes an
+    idempotency key (``{"charge": "idempotency_key"}``): bide writes the call's own key there,
+    the same on every attempt, replacing whatever the model put there, and tells the model it
+    need not give one. Never guessed from names: only a tool named here gets it. The argument
+    must be a property of the tool's input schema that accepts a string (a ``ConfigError``
+    otherwise). See ``docs/mcp.md``.
+
     Raises ``ProtocolError`` if the server's list breaks the protocol (see ``docs/mcp.md``).
     """
-    held = _session(session)
+    held = parts_of(_session(session))
     safety_of = _safety_map(safety)
     approval_of = _approval_map(approval)
     timeout = _timeout(call_timeout, "call_timeout")
@@ -153,12 +164,13 @@ async def tools(
         raise ConfigError("reconcile maps a tool's name to a lookup tool's name or a function")
     pairs = dict(reconcile or {})
     settles = _settle_map(settle)
+    key_arguments = key_argument_map(idempotency_argument)
 
-    server = held._name
+    server = held.link.name
     stop = threading.Event()
     try:
         async with asyncio.timeout(listing_bound):
-            listed = await _list_all(held, server, limits.tools)
+            listed = await _list_all(held.link, server, limits.tools)
             # The checks cost milliseconds a tool (and seconds for a schema of megabytes): in a
             # worker, under the same bound, told to stop when the bound passes.
             prepared = await asyncio.to_thread(
@@ -173,7 +185,7 @@ async def tools(
         stop.set()
     seen = {spec.name for spec, _ in prepared}
     named = (("safety", safety_of), ("approval", approval_of), ("reconcile", pairs))
-    for option, names in (*named, ("settle", settles)):
+    for option, names in (*named, ("settle", settles), ("idempotency_argument", key_arguments)):
         for name in names:
             if name not in seen:
                 raise ConfigError(
@@ -195,6 +207,11 @@ async def tools(
                     "time only tells when a reconciler's absent may settle a halt"
                 )
             spec = dataclasses.replace(spec, settle=settles[spec.name])
+        key_argument = key_arguments.get(spec.name)
+        if key_argument is not None:
+            spec = dataclasses.replace(
+                spec, input_schema=model_facing_schema(spec, key_argument, server)
+            )
         wrapped.append(
             MCPTool(
                 held,
@@ -202,6 +219,7 @@ async def tools(
                 validator,
                 max_result_bytes=result_limit,
                 durable_elicitation=durable_elicitation,
+                key_argument=key_argument,
             )
         )
     return _paired(wrapped, pairs) if pairs else wrapped
@@ -246,12 +264,12 @@ def _paired(wrapped: list[Tool], pairs: Mapping[str, str | Reconciler]) -> list[
     return wrapped
 
 
-async def _list_all(session: Session, server: str, limit: int) -> list[types.Tool]:
+async def _list_all(link: Link, server: str, limit: int) -> list[types.Tool]:
     listed: list[types.Tool] = []
     cursors: set[str] = set()
     cursor: str | None = None
     for _ in range(MAX_LIST_PAGES):
-        page = await session._list_tools_page(cursor)
+        page = await _list_page(link, cursor)
         listed.extend(page.tools)
         if 0 < limit < len(listed):
             raise ProtocolError(
@@ -268,6 +286,31 @@ async def _list_all(session: Session, server: str, limit: int) -> list[types.Too
             )
         cursors.add(cursor)
     raise ProtocolError(f"MCP server {server!r}'s tools/list went past {MAX_LIST_PAGES} pages")
+
+
+async def _list_page(link: Link, cursor: str | None) -> types.ListToolsResult:
+    sdk = link.connected()
+    if link.closed:
+        raise ProtocolError(f"cannot list tools: the MCP session is closed{link.why()}")
+    try:
+        return await sdk.list_tools(params=types.PaginatedRequestParams(cursor=cursor))
+    except MCPError as exc:
+        link.note_failure(exc)
+        if link.failure is not None:
+            raise ProtocolError(f"tools/list failed: {link.failure}") from exc
+        raise ProtocolError(
+            f"MCP server failed tools/list: {safe_repr(exc.error.message, 200)} "
+            f"(JSON-RPC error {exc.error.code})"
+        ) from exc
+    except pydantic.ValidationError as exc:
+        raise ProtocolError(
+            f"MCP server sent a tools/list answer that does not follow the protocol: "
+            f"{brief_validation(exc)}"
+        ) from exc
+    except Exception as exc:
+        raise ProtocolError(
+            f"tools/list failed: {type(exc).__name__}: {safe_repr(str(exc), 200)}"
+        ) from exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -404,13 +447,13 @@ def _session(session: object) -> Session:
         return session
     if isinstance(session, Client):
         try:
-            return Session._adopt(session.session)
+            return adopt(session.session)
         except RuntimeError:
             raise ConfigError(
                 "the mcp.Client is not connected; use it inside `async with`"
             ) from None
     if isinstance(session, ClientSession):
-        return Session._adopt(session)
+        return adopt(session)
     raise ConfigError(
         "tools() needs a session from adapters.mcp.connect, an mcp.ClientSession or an "
         f"mcp.Client, not {type(session).__name__}"

@@ -12,8 +12,9 @@ import mcp_types as types
 from jsonschema import exceptions as jsonschema_exceptions
 from referencing.exceptions import Unresolvable
 
-from adapters.mcp.session import Session
-from adapters.mcp.tasks import task_of
+from adapters.mcp.keys import with_key
+from adapters.mcp.session import Parts
+from adapters.mcp.tasks import cancel_task, resume_task, task_of
 from runtime.errors import ToolArgumentsError, ToolError, ToolOutcomeUnknown
 from runtime.tools import ToolContext, ToolSpec, safe_repr
 
@@ -60,7 +61,14 @@ class ResultTooLargeError(ToolError):
 class MCPTool:
     """A tool an MCP server listed, called through the session it was listed on."""
 
-    __slots__ = ("_durable", "_max_result_bytes", "_session", "_spec", "_validator")
+    __slots__ = (
+        "_durable",
+        "_key_argument",
+        "_max_result_bytes",
+        "_parts",
+        "_spec",
+        "_validator",
+    )
 
     enforces_timeout: Final = True
     """The call applies ``spec.timeout`` itself and keeps an answer in hand at the deadline, so
@@ -68,14 +76,16 @@ class MCPTool:
 
     def __init__(
         self,
-        session: Session,
+        parts: Parts,
         spec: ToolSpec,
         validator: Any,
         *,
         max_result_bytes: int,
         durable_elicitation: bool = False,
+        key_argument: str | None = None,
     ) -> None:
-        self._session = session
+        self._key_argument = key_argument
+        self._parts = parts
         self._spec = spec
         self._validator = validator
         self._max_result_bytes = max_result_bytes
@@ -98,7 +108,13 @@ class MCPTool:
         """
         ids = {"run_id": context.run_id, "call_id": context.call_id} if context else {}
         name = self._spec.name
-        checked = self._check_arguments(arguments, ids)
+        sent, step = self._keyed(arguments, context, ids)
+        checked = self._check_arguments(sent, ids)
+        if step is not None and context is not None:
+            # Which argument carried bide's key, and what the model had put there: journaled
+            # (for a side effect, as a step in flight, so a crash from here on still halts)
+            # before the request leaves.
+            await context.record_handle(step, in_flight=True)
         # Every call carries its key, side effects most of all: a server may deduplicate by it,
         # and a reconciler may look a halted call up by it.
         meta = {IDEMPOTENCY_KEY_META: context.idempotency_key} if context is not None else None
@@ -108,7 +124,7 @@ class MCPTool:
         # A side effect's 2026-07-28 input rounds are journaled instead: each round is a step
         # of the attempt, and the call is continued from it once answered, never re-run.
         rounds = self._durable and context is not None and not context.safety.retry_safe
-        result = await self._session._call_tool(
+        result = await self._parts.caller.call_tool(
             name,
             checked,
             meta=meta,
@@ -132,9 +148,9 @@ class MCPTool:
         ids = {"run_id": context.run_id, "call_id": context.call_id}
         asked = handle.get("mcp_input") if isinstance(handle, Mapping) else None
         if isinstance(asked, Mapping) and self._durable:
-            result = await self._session._call_tool(
+            result = await self._parts.caller.call_tool(
                 self._spec.name,
-                self._check_arguments(arguments, ids),
+                self._check_arguments(self._keyed(arguments, context, ids)[0], ids),
                 meta={IDEMPOTENCY_KEY_META: context.idempotency_key},
                 call=context,
                 seconds=self._spec.timeout,
@@ -156,8 +172,8 @@ class MCPTool:
                 "the call may have run",
                 **ids,
             )
-        result = await self._session._resume_task(
-            self._spec.name, task_id, call=context, seconds=self._spec.timeout
+        result = await resume_task(
+            self._parts.link, self._spec.name, task_id, call=context, seconds=self._spec.timeout
         )
         return self._value(result, ids)
 
@@ -166,7 +182,7 @@ class MCPTool:
         is cancelled. It proves nothing: the task may have acted, or finished, already."""
         task_id = task_of(handle)
         if task_id is not None:
-            await self._session._cancel_task(task_id)
+            await cancel_task(self._parts.link, task_id)
 
     def _value(self, result: types.CallToolResult, ids: dict[str, str]) -> Any:
         name = self._spec.name
@@ -183,6 +199,21 @@ class MCPTool:
         if result.is_error:
             raise ToolError(_error_text(name, value), data=value, **ids)
         return value
+
+    def _keyed(
+        self, arguments: Any, context: ToolContext | None, ids: dict[str, str]
+    ) -> tuple[Any, dict[str, Any] | None]:
+        """The arguments with bide's key in the tool's key argument, if the host named one."""
+        if self._key_argument is None or not isinstance(arguments, Mapping):
+            return arguments, None
+        if context is None:
+            raise ToolError(
+                f"{self._spec.name} was not called: its argument "
+                f"{safe_repr(self._key_argument)} takes bide's idempotency key, and a call "
+                "without a ToolContext has none",
+                **ids,
+            )
+        return with_key(arguments, self._key_argument, context.idempotency_key)
 
     def _check_arguments(self, arguments: object, ids: dict[str, str]) -> dict[str, Any]:
         name = self._spec.name

@@ -11,6 +11,7 @@ import pytest
 
 from adapters.agentfile import load_agent_file, open_agent_file
 from runtime import ConfigError, Journal, RunStatus, Safety
+from tests.adapters.mcp.processes import serve as serve  # a fixture
 from tests.conftest import ROOT
 
 TOOLS_MODULE = '''
@@ -180,3 +181,88 @@ async def test_mcp_tools_of_an_agent_file_get_the_default_call_timeout_unless_it
         (tmp_path / "s.json").write_text("[]")
         async with open_agent_file(path) as agent:
             assert agent.tools["echo"].spec.timeout == expected
+
+
+async def test_an_agent_file_names_the_argument_that_takes_bides_idempotency_key(
+    tmp_path: Path,
+) -> None:
+    from runtime.tools import ToolContext, idempotency_key_for
+
+    toml = (
+        '[model]\nprovider = "scripted"\nscript = "s.json"\n'
+        + stdio_server_toml()
+        + 'idempotency_argument = { echo = "text" }\n'
+    )
+    path = write_agent(tmp_path, toml)
+    (tmp_path / "s.json").write_text("[]")
+    async with open_agent_file(path) as agent:
+        echo = agent.tools["echo"]
+        assert "text" not in echo.spec.input_schema.get("required", [])
+        context = ToolContext(run_id="r", call_id="c1", tool_name="echo")
+        value = await echo.call({"text": "the model's own"}, context)
+    assert value[0]["text"] == idempotency_key_for("r", "c1")
+
+
+def auth_server_toml(url: str, auth: str) -> str:
+    return f"""
+[model]
+provider = "scripted"
+script = "s.json"
+
+[[mcp]]
+name = "payments"
+url = {json.dumps(url)}
+auth = {auth}
+"""
+
+
+async def test_an_agent_file_names_the_servers_credentials_by_environment_variable(
+    tmp_path: Path, serve: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runtime.tools import ToolContext
+
+    url, ledger = serve("auth_server")
+    issuer = url.removesuffix("/mcp")
+    (tmp_path / "s.json").write_text("[]")
+    monkeypatch.setenv("PAY_TOKEN", "good-token")
+    monkeypatch.setenv("PAY_CLIENT", "bide-client")
+    monkeypatch.setenv("PAY_SECRET", "s3cret")
+    for auth in (
+        '{ bearer_token_env = "PAY_TOKEN" }',
+        '{ client_id_env = "PAY_CLIENT", client_secret_env = "PAY_SECRET", '
+        f'issuer = "{issuer}" }}',
+    ):
+        path = write_agent(tmp_path, auth_server_toml(url, auth))
+        async with open_agent_file(path) as agent:
+            value = await agent.tools["pay"].call(
+                {"amount": 1}, ToolContext(run_id="r", call_id="c1", tool_name="pay")
+            )
+        assert value[0]["text"] == "paid 1"
+    assert "token client_credentials" in ledger.read_text()
+    assert "good-token" not in path.read_text()  # the file names the variable, never the value
+
+
+async def test_an_unset_credential_variable_is_a_config_error_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("NO_SUCH_TOKEN", raising=False)
+    (tmp_path / "s.json").write_text("[]")
+    toml = auth_server_toml("http://127.0.0.1:9/mcp", '{ bearer_token_env = "NO_SUCH_TOKEN" }')
+    with pytest.raises(ConfigError, match=r"mcp\[payments\]: auth: .*NO_SUCH_TOKEN is not set"):
+        async with open_agent_file(write_agent(tmp_path, toml)):
+            pass
+
+
+def test_auth_for_a_stdio_server_or_two_ways_at_once_is_refused(tmp_path: Path) -> None:
+    both = auth_server_toml(
+        "http://127.0.0.1:9/mcp", '{ bearer_token_env = "A", provider = "m:p" }'
+    )
+    with pytest.raises(ConfigError, match="give one of"):
+        load_agent_file(write_agent(tmp_path, both))
+    stdio = (
+        '[model]\nprovider = "scripted"\nscript = "s.json"\n'
+        + stdio_server_toml()
+        + 'auth = { bearer_token_env = "A" }\n'
+    )
+    with pytest.raises(ConfigError, match="auth applies to a server reached by url"):
+        load_agent_file(write_agent(tmp_path, stdio))

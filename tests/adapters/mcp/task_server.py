@@ -6,8 +6,12 @@ answers with a task that completes ``seconds`` later; ``tasks/get`` and ``tasks/
 ledger lines too, so a test can count what the server saw. A client that did not declare the
 extension gets the plain result. The hostile tools answer with broken tasks. The first
 ``cancel_first`` tasks end ``cancelled`` by the server's own doing, after the tool acted.
+
+A task answer has the shape the published extension gives it (SEP-2663: ``CreateTaskResult`` is
+``Result & Task``, the task's fields beside ``resultType``); with ``nested`` it has the shape of
+the drafts before it (``{"resultType": "task", "task": {...}}``).
 Environment (as a process): LEDGER (a file), TASK_SECONDS, ANSWER_DELAY (seconds the server waits
-after acting and before answering with the task), POLL_MS.
+after acting and before answering with the task), POLL_MS, NESTED (1: the draft shape).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import os
 import sys
 import time
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +50,9 @@ class Tasks(Extension):
         poll_ms: int | None = 50,
         fail: bool = False,
         cancel_first: int = 0,
+        nested: bool = False,
     ) -> None:
+        self.nested = nested
         self.ledger = ledger
         self.seen: list[str] = []
         self.seconds = seconds
@@ -93,7 +100,13 @@ class Tasks(Extension):
         if task["status"] == "working" and time.monotonic() >= task["done_at"]:
             ended = "cancelled" if task["cancels"] else "failed" if self.fail else "completed"
             task["status"] = ended
-        reading: dict[str, Any] = {"taskId": task_id, "status": task["status"]}
+        reading: dict[str, Any] = {
+            "taskId": task_id,
+            "status": task["status"],
+            "createdAt": task["created"],
+            "lastUpdatedAt": _now(),
+            "ttl": None,
+        }
         if self.poll_ms is not None:
             reading["pollIntervalMs"] = self.poll_ms
         if task["status"] == "completed":
@@ -111,9 +124,12 @@ class Tasks(Extension):
             self.note(f"call-plain {params.name}")
             return await call_next(ctx)
         if params.name == "no_id":
-            return {"resultType": "task", "task": {"status": "working"}}
+            return self._answer({"status": "working"})
         if params.name == "odd_status":
-            return {"resultType": "task", "task": {"taskId": "t-1", "status": "sleeping"}}
+            return self._answer({"taskId": "t-1", "status": "sleeping"})
+        if params.name == "both_shapes":
+            task = {"taskId": "t-1", "status": "working"}
+            return {"resultType": "task", **task, "task": task}
         key = (params.meta or {}).get(KEY) if params.meta is not None else None
         key = key or meta.get(KEY)
         self.note(f"call {params.name} {key}")
@@ -124,14 +140,30 @@ class Tasks(Extension):
             "cancels": len(self.tasks) < self.cancel_first,
             "status": "working",
             "done_at": time.monotonic() + self.seconds,
+            "created": _now(),
             "result": result.model_dump(by_alias=True, mode="json", exclude_none=True),
         }
         if self.answer_delay:
             await asyncio.sleep(self.answer_delay)
-        task: dict[str, Any] = {"taskId": task_id, "status": "working"}
+        task: dict[str, Any] = {
+            "taskId": task_id,
+            "status": "working",
+            "createdAt": self.tasks[task_id]["created"],
+            "lastUpdatedAt": _now(),
+            "ttl": 3_600_000,
+        }
         if self.poll_ms is not None:
             task["pollIntervalMs"] = self.poll_ms
-        return {"resultType": "task", "task": task}
+        return self._answer(task)
+
+    def _answer(self, task: dict[str, Any]) -> dict[str, Any]:
+        if self.nested:
+            return {"resultType": "task", "task": task}
+        return {"resultType": "task", **task}
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
 
 
 def task_server(tasks: Tasks) -> MCPServer:
@@ -148,6 +180,11 @@ def task_server(tasks: Tasks) -> MCPServer:
         return "unreachable"
 
     @server.tool()
+    def both_shapes() -> str:
+        """Answer with a task both flattened and nested."""
+        return "unreachable"
+
+    @server.tool()
     def odd_status() -> str:
         """Answer with a task whose status is not one of the five."""
         return "unreachable"
@@ -161,5 +198,6 @@ if __name__ == "__main__":
         seconds=float(os.environ.get("TASK_SECONDS", "0.3")),
         answer_delay=float(os.environ.get("ANSWER_DELAY", "0")),
         poll_ms=int(os.environ.get("POLL_MS", "50")),
+        nested=os.environ.get("NESTED") == "1",
     )
     task_server(extension).run("streamable-http", host="127.0.0.1", port=int(sys.argv[1]))

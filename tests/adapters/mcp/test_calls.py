@@ -22,7 +22,7 @@ from adapters.mcp import (
     connect,
     tools,
 )
-from adapters.mcp.session import _within
+from adapters.mcp.link import within as _within
 from runtime import (
     Safety,
     Tool,

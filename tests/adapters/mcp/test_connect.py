@@ -180,3 +180,25 @@ def test_the_example_in_docs_runs_and_prints_what_it_says() -> None:
         "find_refund read_only",
     ]
     assert '"status": "shipped"' in lines[4]
+
+
+@pytest.mark.parametrize(
+    ("pinned", "spoken"),
+    [(None, "2026-07-28"), ("2026-07-28", "2026-07-28"), ("2025-11-25", "2025-11-25")],
+)
+async def test_a_pinned_protocol_version_skips_the_probe(pinned: str | None, spoken: str) -> None:
+    server = MCPServer("pinned")
+
+    @server.tool()
+    def echo(text: str) -> str:
+        return text
+
+    async with connect(server, protocol_version=pinned) as session:
+        assert session.protocol_version == spoken
+        (tool,) = await tools(session)
+        assert (await tool.call({"text": "hi"}))[0]["text"] == "hi"
+
+
+async def test_a_stdio_server_pinned_to_the_handshake_speaks_it() -> None:
+    async with connect(stdio_params(), protocol_version="2025-11-25") as session:
+        assert session.protocol_version == "2025-11-25"

@@ -241,3 +241,38 @@ async def test_a_server_asking_past_the_round_limit_leaves_the_outcome_unknown()
     assert len(scripted.calls) == MAX_INPUT_ROUNDS + 1
     # Every round after the first carried the answers to the last one.
     assert all(c.input_responses for c in scripted.calls[1:])
+
+
+class Prefs(BaseModel):
+    name: str = "Ada"
+    count: int = 3
+    note: str | None = None
+
+
+def ask_prefs() -> Elicit[Prefs]:
+    return Elicit("Preferences?", Prefs)
+
+
+@pytest.mark.parametrize("era", ERAS)
+@pytest.mark.parametrize(
+    ("given", "seen"),
+    [(None, "Ada 3"), ({}, "Ada 3"), ({"count": 5}, "Ada 5"), ({"name": "Lin"}, "Lin 3")],
+)
+async def test_an_accepted_form_gets_the_schemas_defaults_for_what_the_host_left_out(
+    era: str, given: dict[str, Any] | None, seen: str
+) -> None:
+    """SEP-1034: a resolver that accepts without content accepts the defaults; what it gave
+    wins over them."""
+    server = MCPServer("prefs")
+
+    @server.tool()
+    def configure(prefs: Annotated[ElicitationResult[Prefs], Resolve(ask_prefs)]) -> str:
+        assert isinstance(prefs, AcceptedElicitation)
+        return f"{prefs.data.name} {prefs.data.count}"
+
+    async def resolver(request: ElicitationRequest) -> ElicitationAnswer:
+        return ElicitationAnswer.accept(given)
+
+    wrap, _ = ERAS[era]
+    async with connect(wrap(server), elicitation=resolver) as session:
+        assert await call(session, "configure") == seen

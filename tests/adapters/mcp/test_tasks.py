@@ -51,10 +51,12 @@ async def drive(
     return result, state
 
 
+@pytest.mark.parametrize("nested", [False, True], ids=["published", "nested"])
 async def test_the_task_id_is_journaled_before_the_result_and_the_result_comes_by_polling(
-    db_path: Path,
+    db_path: Path, nested: bool
 ) -> None:
-    extension = Tasks(None, seconds=0.2)
+    """Both shapes of a task answer: the published one (flattened) and the drafts' (nested)."""
+    extension = Tasks(None, seconds=0.2, nested=nested)
     result, state = await drive(db_path, extension)
     assert result.status is RunStatus.COMPLETED and result.output == "charged"
     kinds = [r.kind for r in state.records if r.payload and r.payload.get("call_id") == "c1"]
@@ -163,14 +165,25 @@ async def test_cancelling_the_run_cancels_its_open_task_and_leaves_the_call_unre
         ("odd_status", 'status "sleeping"'),
     ],
 )
+@pytest.mark.parametrize("nested", [False, True], ids=["published", "nested"])
 async def test_a_broken_task_answer_is_a_protocol_error_naming_the_server(
-    tool: str, said: str
+    tool: str, said: str, nested: bool
 ) -> None:
-    async with connect(task_server(Tasks(None, seconds=0)), tasks=True, name="tasks") as session:
+    extension = Tasks(None, seconds=0, nested=nested)
+    async with connect(task_server(extension), tasks=True, name="tasks") as session:
         by_name = {t.spec.name: t for t in await tools(session)}
         context = ToolContext(run_id="r", call_id="c1", tool_name=tool)
         with pytest.raises(ProtocolError, match=f"MCP server 'tasks' .*{said}"):
             await by_name[tool].call({}, context)
+
+
+async def test_a_task_answer_both_flattened_and_nested_is_refused() -> None:
+    """The two could name different tasks: which one to journal and poll cannot be told."""
+    async with connect(task_server(Tasks(None, seconds=0)), tasks=True, name="tasks") as session:
+        by_name = {t.spec.name: t for t in await tools(session)}
+        context = ToolContext(run_id="r", call_id="c1", tool_name="both_shapes")
+        with pytest.raises(ProtocolError, match=r"MCP server 'tasks' .*both flattened"):
+            await by_name["both_shapes"].call({}, context)
 
 
 @pytest.mark.parametrize(
