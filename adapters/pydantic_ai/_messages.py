@@ -1,0 +1,125 @@
+"""bide's conversation as Pydantic AI messages, and a Pydantic AI response as bide's turn.
+
+Pure conversions, no I/O: the model adapter sends what ``to_model_messages`` builds and journals
+what ``to_turn`` returns.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelRequestPart,
+    ModelResponse,
+    ModelResponsePart,
+    RetryPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.usage import RequestUsage
+
+from runtime.errors import ProtocolError
+from runtime.messages import (
+    AssistantTurn,
+    Message,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+
+__all__ = ["to_model_messages", "to_turn"]
+
+
+def to_model_messages(instructions: str | None, messages: Sequence[Message]) -> list[ModelMessage]:
+    """The conversation as Pydantic AI's request/response list; ``instructions`` on each request
+    (Pydantic AI's models read them from the latest request)."""
+    out: list[ModelMessage] = []
+    parts: list[ModelRequestPart] = []
+
+    def close_request() -> None:
+        if parts:
+            out.append(ModelRequest(parts=list(parts), instructions=instructions))
+            parts.clear()
+
+    for message in messages:
+        if isinstance(message, UserMessage):
+            parts.append(UserPromptPart(message.text))
+        elif isinstance(message, ToolResultMessage):
+            if message.is_error:
+                parts.append(
+                    RetryPromptPart(
+                        content=_text(message.content),
+                        tool_name=message.name,
+                        tool_call_id=message.call_id,
+                    )
+                )
+            else:
+                parts.append(
+                    ToolReturnPart(
+                        tool_name=message.name,
+                        content=message.content,
+                        tool_call_id=message.call_id,
+                    )
+                )
+        else:
+            close_request()
+            out.append(_response(message))
+    close_request()
+    return out
+
+
+def _response(turn: AssistantTurn) -> ModelResponse:
+    response_parts: list[ModelResponsePart] = []
+    if turn.text:
+        response_parts.append(TextPart(turn.text))
+    for call in turn.tool_calls:
+        response_parts.append(ToolCallPart(call.name, call.arguments, tool_call_id=call.id))
+    return ModelResponse(
+        parts=response_parts,
+        usage=RequestUsage(
+            input_tokens=turn.usage.input_tokens, output_tokens=turn.usage.output_tokens
+        ),
+    )
+
+
+def to_turn(response: ModelResponse) -> AssistantTurn:
+    """The turn bide journals for a Pydantic AI response: its text, its tool calls (by the ids
+    the model gave them), usage and finish reason. Parts bide cannot replay are refused."""
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    for part in response.parts:
+        if isinstance(part, TextPart):
+            texts.append(part.content)
+        elif isinstance(part, ToolCallPart):
+            try:
+                arguments = part.args_as_dict()
+            except (ValueError, TypeError) as exc:
+                arguments = {"_unparsed": str(part.args), "_error": str(exc)}
+            calls.append(ToolCall(part.tool_call_id, part.tool_name, arguments))
+        elif part.part_kind == "thinking":
+            continue  # not journaled: the model's reasoning is not part of what it decided
+        else:
+            raise ProtocolError(
+                f"the model returned a {part.part_kind!r} part, which bide does not journal "
+                "(native tools and files are not supported through bide)"
+            )
+    usage = response.usage
+    return AssistantTurn(
+        text="".join(texts) if texts else None,
+        tool_calls=tuple(calls),
+        usage=Usage(int(usage.input_tokens or 0), int(usage.output_tokens or 0)),
+        finish_reason=str(response.finish_reason or ("tool_calls" if calls else "stop")),
+    )
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return json.dumps(content, sort_keys=True, default=str)
