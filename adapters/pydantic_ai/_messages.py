@@ -16,7 +16,6 @@ from pydantic_ai.messages import (
     ModelRequestPart,
     ModelResponse,
     ModelResponsePart,
-    RetryPromptPart,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
@@ -52,22 +51,16 @@ def to_model_messages(instructions: str | None, messages: Sequence[Message]) -> 
         if isinstance(message, UserMessage):
             parts.append(UserPromptPart(message.text))
         elif isinstance(message, ToolResultMessage):
-            if message.is_error:
-                parts.append(
-                    RetryPromptPart(
-                        content=_text(message.content),
-                        tool_name=message.name,
-                        tool_call_id=message.call_id,
-                    )
+            # A journaled error (the tool raised ModelRetry or ToolFailed, its arguments were
+            # refused, a person resolved it as failed) is a failed return the model adapts to.
+            parts.append(
+                ToolReturnPart(
+                    tool_name=message.name,
+                    content=_error_text(message.content) if message.is_error else message.content,
+                    tool_call_id=message.call_id,
+                    outcome="failed" if message.is_error else "success",
                 )
-            else:
-                parts.append(
-                    ToolReturnPart(
-                        tool_name=message.name,
-                        content=message.content,
-                        tool_call_id=message.call_id,
-                    )
-                )
+            )
         else:
             close_request()
             out.append(_response(message))
@@ -119,7 +112,10 @@ def to_turn(response: ModelResponse) -> AssistantTurn:
     )
 
 
-def _text(content: Any) -> str:
+def _error_text(content: Any) -> str:
+    message = content.get("message") if isinstance(content, dict) else None
+    if isinstance(message, str):
+        return message
     if isinstance(content, str):
         return content
     return json.dumps(content, sort_keys=True, default=str)
