@@ -123,8 +123,17 @@ async def reconcile(journal: Journal, run_id: str, ledger: str) -> list[str]:
             evidence = f"ledger line attempt={line['attempt']} carries key {key}"
         else:
             res, evidence = Resolution.not_executed(), f"no ledger line carries key {key}"
-        new = await journal.resolve(run_id, call.id, res, by="ledger-reconciler", evidence=evidence)
-        said.append(f"{call.id}:{res.outcome}:{'new' if new else 'noop'}")
+        # The verdict is on the attempt that halted (a call resolved not-executed and tried
+        # again is on attempt 2 or later, and bide refuses a verdict that names no attempt).
+        new = await journal.resolve(
+            run_id,
+            call.id,
+            res,
+            attempt=halted.attempt,
+            by="ledger-reconciler",
+            evidence=evidence,
+        )
+        said.append(f"{call.id}@{halted.attempt}:{res.outcome}:{'new' if new else 'noop'}")
     return said
 
 
