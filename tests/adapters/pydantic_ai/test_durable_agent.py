@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -255,3 +257,32 @@ def test_what_bide_cannot_journal_is_refused_when_built() -> None:
     with_tool.tool_plain(lambda: "x", name="look")
     with pytest.raises(ConfigError, match="only a SIDE_EFFECT halts"):
         DurableAgent(with_tool, tools={"look": ToolPolicy(Safety.READ_ONLY, reconcile=find)})
+
+
+async def test_mcp_tools_run_under_the_mcp_adapters_rules(journal: Journal) -> None:
+    """An MCP server's tools come through ``adapters.mcp`` (``extra_tools``): untrusted
+    annotations make each a side effect, and the call's key reaches the server in ``_meta``."""
+    from mcp import StdioServerParameters
+
+    from adapters.mcp import connect, tools
+    from tests.conftest import ROOT
+
+    key = idempotency_key_for("mcp-1", "c1")
+    script = Script(
+        call("refund", {"order_id": "A-1", "cents": 500}, "c1"),
+        call("find_refund", {"idempotency_key": key}, "c2"),
+        text("refunded"),
+    )
+    server = StdioServerParameters(
+        command=sys.executable, args=[str(ROOT / "examples" / "mcp_server.py")]
+    )
+    async with connect(server) as session:
+        desk = await tools(session)
+        durable = DurableAgent(Agent(FunctionModel(script)), extra_tools=desk)
+        result = await durable.run("mcp-1", "Refund A-1", journal=journal)
+    assert result.status is RunStatus.COMPLETED
+    assert [t.name for t in script.infos[0].function_tools] == [t.spec.name for t in desk]
+    state = await journal.require("mcp-1")
+    assert {cs.plan["safety"] for cs in state.calls.values()} == {"side_effect"}
+    found = state.calls["c2"].results[1].payload["value"]
+    assert "a refund of 500 cents has this key" in json.dumps(found), found
