@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from pydantic import TypeAdapter, ValidationError
 from pydantic_ai import Agent as PydanticAgent
 from pydantic_ai.exceptions import UnexpectedModelBehavior
 from pydantic_ai.models import Model as PydanticModel
 from pydantic_ai.models import infer_model
+from pydantic_ai.settings import ModelSettings
 from pydantic_ai.toolsets import FunctionToolset
 from pydantic_ai.usage import UsageLimits
 
@@ -70,7 +71,7 @@ class DurableAgent(Agent):
         super().__init__(
             model=PydanticAIModel(
                 self.pydantic_model,
-                settings=agent.model_settings if isinstance(agent.model_settings, dict) else None,
+                settings=_settings(agent),
                 definitions={t.spec.name: t.definition for t in wrapped},
             ),
             tools=[*wrapped, *extra_tools],
@@ -117,6 +118,15 @@ def _output_type(agent: PydanticAgent[Any, Any]) -> Any:
         "(JSON); output functions, ToolOutput/NativeOutput/PromptedOutput and lists of outputs "
         "are not supported"
     )
+
+
+def _settings(agent: PydanticAgent[Any, Any]) -> ModelSettings | None:
+    """The agent's model settings, which must be fixed ones (a function of the run would be
+    evaluated anew by every drive)."""
+    given: Any = agent.model_settings
+    if given is None or isinstance(given, dict):
+        return cast("ModelSettings | None", given)
+    raise ConfigError("the Pydantic AI agent's model_settings must be a dict, not computed")
 
 
 def _policies(tools: Mapping[str, Safety | ToolPolicy]) -> dict[str, ToolPolicy]:

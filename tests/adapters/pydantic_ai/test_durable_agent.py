@@ -59,7 +59,12 @@ async def journal(tmp_path: Path) -> Any:
 
 async def test_a_recorded_turn_or_result_is_never_asked_for_again(journal: Journal) -> None:
     script = Script(call("lookup", {"customer": "ann"}, "c1"), text("ann is fine"))
-    agent = Agent(FunctionModel(script), instructions="Be brief.", deps_type=int)
+    agent = Agent(
+        FunctionModel(script),
+        instructions="Be brief.",
+        deps_type=int,
+        model_settings={"temperature": 0.1},
+    )
     seen: list[tuple[int, str | None]] = []
 
     @agent.tool
@@ -74,6 +79,7 @@ async def test_a_recorded_turn_or_result_is_never_asked_for_again(journal: Journ
     assert seen == [(3, "c1")]
     # The model saw Pydantic AI's own messages: the instructions, the tool and its return.
     assert script.infos[0].instructions == "Be brief."
+    assert (script.infos[0].model_settings or {}).get("temperature") == 0.1
     assert [t.name for t in script.infos[0].function_tools] == ["lookup"]
     (returned,) = [p for p in script.requests[1][-1].parts if isinstance(p, ToolReturnPart)]
     assert (returned.tool_call_id, returned.content) == ("c1", {"customer": "ann", "score": 7})
