@@ -7,7 +7,7 @@ what ``to_turn`` returns.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from pydantic_ai.messages import (
@@ -82,9 +82,13 @@ def _response(turn: AssistantTurn) -> ModelResponse:
     )
 
 
-def to_turn(response: ModelResponse) -> AssistantTurn:
+def to_turn(response: ModelResponse, *, output_tools: Collection[str] = ()) -> AssistantTurn:
     """The turn bide journals for a Pydantic AI response: its text, its tool calls (by the ids
-    the model gave them), usage and finish reason. Parts bide cannot replay are refused."""
+    the model gave them), usage and finish reason. Parts bide cannot replay are refused.
+
+    A call of one of ``output_tools`` is the final answer: the turn's text is the JSON of its
+    arguments and it has no tool calls (other calls in the same response are not run, as with
+    Pydantic AI's ``end_strategy='early'``)."""
     texts: list[str] = []
     calls: list[ToolCall] = []
     for part in response.parts:
@@ -95,6 +99,12 @@ def to_turn(response: ModelResponse) -> AssistantTurn:
                 arguments = part.args_as_dict()
             except (ValueError, TypeError) as exc:
                 arguments = {"_unparsed": str(part.args), "_error": str(exc)}
+            if part.tool_name in output_tools:
+                return AssistantTurn(
+                    text=json.dumps(arguments, sort_keys=True),
+                    usage=_usage(response),
+                    finish_reason="stop",
+                )
             calls.append(ToolCall(part.tool_call_id, part.tool_name, arguments))
         elif part.part_kind == "thinking":
             continue  # not journaled: the model's reasoning is not part of what it decided
@@ -103,13 +113,17 @@ def to_turn(response: ModelResponse) -> AssistantTurn:
                 f"the model returned a {part.part_kind!r} part, which bide does not journal "
                 "(native tools and files are not supported through bide)"
             )
-    usage = response.usage
     return AssistantTurn(
         text="".join(texts) if texts else None,
         tool_calls=tuple(calls),
-        usage=Usage(int(usage.input_tokens or 0), int(usage.output_tokens or 0)),
+        usage=_usage(response),
         finish_reason=str(response.finish_reason or ("tool_calls" if calls else "stop")),
     )
+
+
+def _usage(response: ModelResponse) -> Usage:
+    usage = response.usage
+    return Usage(int(usage.input_tokens or 0), int(usage.output_tokens or 0))
 
 
 def _error_text(content: Any) -> str:

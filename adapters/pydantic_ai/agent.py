@@ -11,6 +11,7 @@ from pydantic_ai.exceptions import UnexpectedModelBehavior
 from pydantic_ai.models import Model as PydanticModel
 from pydantic_ai.models import infer_model
 from pydantic_ai.settings import ModelSettings
+from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import FunctionToolset
 from pydantic_ai.usage import UsageLimits
 
@@ -73,6 +74,7 @@ class DurableAgent(Agent):
                 self.pydantic_model,
                 settings=_settings(agent),
                 definitions={t.spec.name: t.definition for t in wrapped},
+                output_tools=_output_tools(agent) if self.output_type is not str else (),
             ),
             tools=[*wrapped, *extra_tools],
             system_prompt=_instructions(agent),
@@ -96,9 +98,20 @@ class DurableAgent(Agent):
         text = result.output or ""
         if output_type is str:
             return text
+        adapter: TypeAdapter[Any] = TypeAdapter(output_type)
         try:
-            return TypeAdapter(output_type).validate_json(text)
+            return adapter.validate_json(text)
         except ValidationError as exc:
+            # Pydantic AI's output tool wraps a type that is not an object in {"response": ...}.
+            try:
+                wrapped = TypeAdapter(dict[str, Any]).validate_json(text)
+            except ValidationError:
+                wrapped = {}
+            if set(wrapped) == {"response"}:
+                try:
+                    return adapter.validate_python(wrapped["response"])
+                except ValidationError:
+                    pass
             raise UnexpectedModelBehavior(
                 f"run {result.run_id!r}: the final answer is not a {output_type!r}: {exc}"
             ) from exc
@@ -118,6 +131,14 @@ def _output_type(agent: PydanticAgent[Any, Any]) -> Any:
         "(JSON); output functions, ToolOutput/NativeOutput/PromptedOutput and lists of outputs "
         "are not supported"
     )
+
+
+def _output_tools(agent: PydanticAgent[Any, Any]) -> list[ToolDefinition]:
+    """Pydantic AI's output tools for the agent's ``output_type`` (``final_result``), as it
+    would offer them to the model; none if it has none."""
+    toolset = getattr(agent._output_schema, "toolset", None)
+    definitions = getattr(toolset, "_tool_defs", None) or []
+    return [d for d in definitions if isinstance(d, ToolDefinition)]
 
 
 def _settings(agent: PydanticAgent[Any, Any]) -> ModelSettings | None:

@@ -22,9 +22,11 @@ class PydanticAIModel:
     """Asks a Pydantic AI ``Model`` for the next turn of a bide run.
 
     bide calls it only for a turn its journal does not hold, so a resumed run never asks the
-    model again for what it already answered. Tools are described to the model by their Pydantic
-    AI definitions (``definitions``, by name); a tool Pydantic AI does not know (an MCP tool from
-    ``adapters.mcp``) by its bide spec.
+    model again for what it already answered. Tools are described to the model by their
+    Pydantic AI definitions (``definitions``, by name); a tool Pydantic AI does not know (an MCP
+    tool from ``adapters.mcp``) by its bide spec. ``output_tools`` are Pydantic AI's output
+    tools (``final_result`` for a structured ``output_type``): a call of one is the run's final
+    answer, journaled as the JSON of its arguments.
     """
 
     def __init__(
@@ -33,10 +35,12 @@ class PydanticAIModel:
         *,
         settings: ModelSettings | None = None,
         definitions: Mapping[str, ToolDefinition] | None = None,
+        output_tools: Sequence[ToolDefinition] = (),
     ):
         self.model = model
         self.settings = settings
         self.definitions = dict(definitions or {})
+        self.output_tools = list(output_tools)
 
     async def complete(
         self,
@@ -46,6 +50,8 @@ class PydanticAIModel:
     ) -> AssistantTurn:
         parameters = ModelRequestParameters(
             function_tools=[self._definition(spec) for spec in tools],
+            output_mode="tool" if self.output_tools else "text",
+            output_tools=list(self.output_tools),
             allow_text_output=True,
         )
         settings, parameters = self.model.prepare_request(self.settings, parameters)
@@ -61,7 +67,7 @@ class PydanticAIModel:
             ) from exc
         except (ModelAPIError, UnexpectedModelBehavior) as exc:
             raise ModelError(f"{self.model.model_name}: {exc}") from exc
-        return to_turn(response)
+        return to_turn(response, output_tools={t.name for t in self.output_tools})
 
     def _definition(self, spec: ToolSpec) -> ToolDefinition:
         known = self.definitions.get(spec.name)
