@@ -17,13 +17,13 @@ from runtime.errors import (
     ConfigError,
 )
 from runtime.functions import FunctionTool
-from runtime.journal.codec import unstorable, unstorable_text
 from runtime.journal.journal import Journal
 from runtime.logs import get_logger
 from runtime.loop import RunDrive
 from runtime.model import Model
 from runtime.result import RunResult
 from runtime.retry import MODEL_RETRY, TOOL_RETRY, RetryingModel, RetryPolicy
+from runtime.store.codec import unstorable, unstorable_text
 from runtime.tools import (
     Tool,
     ToolSpec,
