@@ -20,14 +20,12 @@ folder: ``python harness.py adapter_bide_pydantic_ai --seeds 200``.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import os
-import sqlite3
 import time
 from importlib.metadata import version as _pkg_version
-from typing import Any
 
 import workload as W
+from bide_chaos_common import CTX, charge_recorded, db, pg, reconcile, store_summary
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
     ModelMessage,
@@ -39,8 +37,10 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from adapters.pydantic_ai import DurableAgent, call_context
-from runtime import Journal, Resolution, RunStatus, Safety
-from runtime.tools import idempotency_key_for
+from runtime import Journal, RunStatus, Safety
+
+# What the harness calls (NAME, DURABILITY and RESUME are read too).
+__all__ = ["attempt", "charge_recorded", "store_summary", "version"]
 
 NAME = "bide + Pydantic AI (DurableAgent, SIDE_EFFECT charge, ledger reconciler)"
 DURABILITY = (
@@ -54,14 +54,9 @@ RESUME = (
     "durable.resume()"
 )
 INPUT = "charge alice 42"
-_CTX: dict[str, str] = {}
 
 
-def _pg() -> str | None:
-    return os.environ.get("BIDE_CHAOS_DB") or None
-
-
-DURABILITY = DURABILITY.format("PostgreSQL" if _pg() else "SQLite (WAL, synchronous=FULL)")
+DURABILITY = DURABILITY.format("PostgreSQL" if pg() else "SQLite (WAL, synchronous=FULL)")
 
 
 def version() -> str:
@@ -75,7 +70,7 @@ def scripted_model(messages: list[ModelMessage], info: AgentInfo) -> ModelRespon
     if not has_lookup:
         W.point("run_start")
     if has_charge:
-        W.after_recorded_point(lambda: charge_recorded(_CTX["workdir"], _CTX["run_id"]))
+        W.after_recorded_point(lambda: charge_recorded(CTX["workdir"], CTX["run_id"]))
     time.sleep(W.MODEL_S)
     decided = W.decide(has_lookup, has_charge)
     if decided == "lookup":
@@ -106,39 +101,8 @@ def charge(customer: str, amount: int) -> str:
 durable = DurableAgent(agent, tools={"lookup": Safety.READ_ONLY})
 
 
-def _db(workdir: str) -> str:
-    return _pg() or os.path.join(workdir, "bide.sqlite")
-
-
-async def reconcile(journal: Journal, run_id: str, ledger: str) -> list[str]:
-    """For each halted charge, find its idempotency key in the ledger and say what happened."""
-    said = []
-    state = await journal.require(run_id)
-    for halted in state.halted_calls():
-        call = halted.call
-        key = idempotency_key_for(run_id, call.id)
-        line = W.ledger_find_key(ledger, key)
-        if line is not None:
-            res = Resolution.succeeded(f"charged {line['customer']} {line['amount']}")
-            evidence = f"ledger line attempt={line['attempt']} carries key {key}"
-        else:
-            res, evidence = Resolution.not_executed(), f"no ledger line carries key {key}"
-        # The verdict is on the attempt that halted (a call resolved not-executed and tried
-        # again is on attempt 2 or later, and bide refuses a verdict that names no attempt).
-        new = await journal.resolve(
-            run_id,
-            call.id,
-            res,
-            attempt=halted.attempt,
-            by="ledger-reconciler",
-            evidence=evidence,
-        )
-        said.append(f"{call.id}@{halted.attempt}:{res.outcome}:{'new' if new else 'noop'}")
-    return said
-
-
 async def _attempt(workdir: str, run_id: str) -> str:
-    async with Journal(_db(workdir)) as journal:
+    async with Journal(db(workdir)) as journal:
         state = await journal.state(run_id)
         W.trace("START_NEW" if state is None else f"RESUME status={state.status()}")
         result = await durable.run(run_id, INPUT, journal=journal)
@@ -157,49 +121,5 @@ async def _attempt(workdir: str, run_id: str) -> str:
 
 
 def attempt(workdir: str, run_id: str, attempt_no: int) -> str:
-    _CTX.update(workdir=workdir, run_id=run_id)
+    CTX.update(workdir=workdir, run_id=run_id)
     return asyncio.run(_attempt(workdir, run_id))
-
-
-def _rows(workdir: str, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-    url = _pg()
-    if url is None:
-        conn = sqlite3.connect(_db(workdir), timeout=10)
-        try:
-            return conn.execute(sql, args).fetchall()
-        finally:
-            conn.close()
-
-    async def query() -> list[tuple[Any, ...]]:
-        import asyncpg
-
-        numbered = sql
-        for i in range(len(args)):
-            numbered = numbered.replace("?", f"${i + 1}", 1)
-        conn = await asyncpg.connect(url.replace("postgresql+asyncpg://", "postgresql://"))
-        try:
-            return [tuple(r) for r in await conn.fetch(numbered, *args)]
-        finally:
-            await conn.close()
-
-    # Called from inside the drive's event loop (the model function): query from another one.
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, query()).result(timeout=30)
-
-
-def charge_recorded(workdir: str, run_id: str) -> bool:
-    keys = _rows(workdir, "select key from bide_records where run_id = ?", (run_id,))
-    return any(k.startswith("result/call_charge/") for (k,) in keys)
-
-
-def store_summary(workdir: str, run_id: str) -> dict[str, Any]:
-    if _pg() is None and not os.path.exists(_db(workdir)):
-        return {"db": None}
-    keys = [
-        k
-        for (k,) in _rows(
-            workdir, "select key from bide_records where run_id = ? order by seq", (run_id,)
-        )
-    ]
-    status = _rows(workdir, "select status from bide_runs where run_id = ?", (run_id,))
-    return {"status": status[0][0] if status else None, "records": keys}
