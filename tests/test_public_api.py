@@ -20,13 +20,22 @@ from mcp.server.mcpserver import MCPServer
 
 import adapters.mcp
 import adapters.models
+import adapters.openai_agents
+import adapters.pydantic_ai
 import runtime
 import runtime.console
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-PACKAGES = [runtime, runtime.console, adapters.mcp, adapters.models]
+PACKAGES = [
+    runtime,
+    runtime.console,
+    adapters.mcp,
+    adapters.models,
+    adapters.openai_agents,
+    adapters.pydantic_ai,
+]
 
 
 def linter_order(name: str) -> tuple[bool, bool, str]:

@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-EXTRAS = "postgres,openai,anthropic,otel"
+EXTRAS = "postgres,openai,anthropic,otel,pydantic-ai,openai-agents"
 """Every extra, so that every module of the source tree can be imported."""
 
 

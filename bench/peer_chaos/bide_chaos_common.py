@@ -1,0 +1,97 @@
+"""What the bide adapters of the peer chaos harness share: where the journal is, the ledger
+reconciler, and the harness's reads of the journal (a fresh connection, SQLite or PostgreSQL)."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import sqlite3
+from typing import Any
+
+import workload as W
+
+from runtime import Journal, Resolution
+from runtime.tools import idempotency_key_for
+
+CTX: dict[str, str] = {}
+"""The schedule's work dir and run id, for the model's ``after_charge_recorded`` check."""
+
+
+def pg() -> str | None:
+    return os.environ.get("BIDE_CHAOS_DB") or None
+
+
+def db(workdir: str) -> str:
+    return pg() or os.path.join(workdir, "bide.sqlite")
+
+
+async def reconcile(journal: Journal, run_id: str, ledger: str) -> list[str]:
+    """For each halted charge, find its idempotency key in the ledger and say what happened."""
+    said = []
+    state = await journal.require(run_id)
+    for halted in state.halted_calls():
+        call = halted.call
+        key = idempotency_key_for(run_id, call.id)
+        line = W.ledger_find_key(ledger, key)
+        if line is not None:
+            res = Resolution.succeeded(f"charged {line['customer']} {line['amount']}")
+            evidence = f"ledger line attempt={line['attempt']} carries key {key}"
+        else:
+            res, evidence = Resolution.not_executed(), f"no ledger line carries key {key}"
+        # The verdict is on the attempt that halted (a call resolved not-executed and tried
+        # again is on attempt 2 or later, and bide refuses a verdict that names no attempt).
+        new = await journal.resolve(
+            run_id,
+            call.id,
+            res,
+            attempt=halted.attempt,
+            by="ledger-reconciler",
+            evidence=evidence,
+        )
+        said.append(f"{call.id}@{halted.attempt}:{res.outcome}:{'new' if new else 'noop'}")
+    return said
+
+
+def _rows(workdir: str, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    url = pg()
+    if url is None:
+        conn = sqlite3.connect(db(workdir), timeout=10)
+        try:
+            return conn.execute(sql, args).fetchall()
+        finally:
+            conn.close()
+
+    async def query() -> list[tuple[Any, ...]]:
+        import asyncpg
+
+        numbered = sql
+        for i in range(len(args)):
+            numbered = numbered.replace("?", f"${i + 1}", 1)
+        conn = await asyncpg.connect(url.replace("postgresql+asyncpg://", "postgresql://"))
+        try:
+            return [tuple(r) for r in await conn.fetch(numbered, *args)]
+        finally:
+            await conn.close()
+
+    # Called from inside the drive's event loop (the model function): query from another one.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, query()).result(timeout=30)
+
+
+def charge_recorded(workdir: str, run_id: str) -> bool:
+    keys = _rows(workdir, "select key from bide_records where run_id = ?", (run_id,))
+    return any(k.startswith("result/call_charge/") for (k,) in keys)
+
+
+def store_summary(workdir: str, run_id: str) -> dict[str, Any]:
+    if pg() is None and not os.path.exists(db(workdir)):
+        return {"db": None}
+    keys = [
+        k
+        for (k,) in _rows(
+            workdir, "select key from bide_records where run_id = ? order by seq", (run_id,)
+        )
+    ]
+    status = _rows(workdir, "select status from bide_runs where run_id = ?", (run_id,))
+    return {"status": status[0][0] if status else None, "records": keys}

@@ -1,0 +1,72 @@
+"""Agents SDK agents for the adapter's tests: real SDK code, only the model scripted (the SDK's
+``agents.testing.ScriptedModel``, each step answering from the call's input, so a fresh process
+answers right). The CLI rebuilds ``billing`` as ``tests.adapters.openai_agents.sdk_agents:billing``.
+
+``$BIDE_SDK_LEDGER`` is the provider's ledger; with ``$BIDE_SDK_DROP_REPLY`` set the charge is
+made and its reply then lost.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from agents import Agent, function_tool
+from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_message, function_call
+
+from adapters.openai_agents import DurableSDKAgent, call_context
+from runtime import Safety
+
+SPEC = "tests.adapters.openai_agents.sdk_agents:billing"
+
+
+def outputs(call: ModelCall) -> dict[str, str]:
+    """The function outputs in the call's input, by call id."""
+    return {
+        item["call_id"]: item["output"]
+        for item in call.input
+        if isinstance(item, dict) and item.get("type") == "function_call_output"
+    }
+
+
+def answer(call: ModelCall) -> Any:
+    done = outputs(call)
+    if "call_lookup" not in done:
+        return [function_call("lookup", {"customer": "ann"}, call_id="call_lookup")]
+    if "call_charge" not in done:
+        return [function_call("charge", {"customer": "ann", "cents": 500}, call_id="call_charge")]
+    return [assistant_message(f"charged: {done['call_charge']}", item_id="msg_final")]
+
+
+def ledger_lines() -> list[str]:
+    try:
+        with open(os.environ["BIDE_SDK_LEDGER"]) as f:
+            return f.read().splitlines()
+    except FileNotFoundError:
+        return []
+
+
+@function_tool
+def lookup(customer: str) -> str:
+    """A customer's card status (read-only)."""
+    return f"{customer}: card ok"
+
+
+@function_tool
+def charge(customer: str, cents: int) -> str:
+    """Charge a customer's card (a side effect)."""
+    key = call_context().idempotency_key
+    with open(os.environ["BIDE_SDK_LEDGER"], "a") as f:
+        f.write(f"{customer} {cents} {key}\n")
+    if os.environ.get("BIDE_SDK_DROP_REPLY"):
+        raise ConnectionError("the provider's reply was lost after the charge was sent")
+    return f"charged {cents}"
+
+
+sdk_agent = Agent(
+    name="billing",
+    instructions="You bill customers.",
+    model=ScriptedModel([ModelStep.respond(answer) for _ in range(50)]),
+    tools=[lookup, charge],
+)
+billing = DurableSDKAgent(sdk_agent, tools={"lookup": Safety.READ_ONLY})

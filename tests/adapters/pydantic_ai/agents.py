@@ -1,0 +1,74 @@
+"""Pydantic AI agents for the adapter's tests: real Pydantic AI code, only the model scripted
+(``FunctionModel``). ``billing`` looks a customer up and charges them; the CLI and worker
+rebuild it as ``tests.adapters.pydantic_ai.agents:billing``.
+
+``$BIDE_PAI_LEDGER`` is the file each charge appends a line to (the provider's ledger, outside
+the journal); with ``$BIDE_PAI_DROP_REPLY`` set, the charge is made and its reply then lost.
+"""
+
+from __future__ import annotations
+
+import os
+
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from adapters.pydantic_ai import DurableAgent, call_context
+from runtime import Safety
+
+SPEC = "tests.adapters.pydantic_ai.agents:billing"
+
+
+def _script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """Look up, charge, then say what the charge returned (or that it failed)."""
+    parts = [p for m in messages for p in m.parts]
+    done = {p.tool_name: p for p in parts if isinstance(p, ToolReturnPart)}
+    if "lookup" not in done:
+        return ModelResponse(parts=[ToolCallPart("lookup", {"customer": "ann"}, "call_lookup")])
+    if "charge" not in done:
+        args = {"customer": "ann", "cents": 500}
+        return ModelResponse(parts=[ToolCallPart("charge", args, "call_charge")])
+    charged = done["charge"]
+    if charged.outcome != "success":
+        return ModelResponse(parts=[TextPart(f"failed: {charged.content}")])
+    return ModelResponse(parts=[TextPart(f"charged: {charged.content}")])
+
+
+def ledger_lines() -> list[str]:
+    try:
+        with open(os.environ["BIDE_PAI_LEDGER"]) as f:
+            return f.read().splitlines()
+    except FileNotFoundError:
+        return []
+
+
+billing_agent = Agent(
+    FunctionModel(_script), name="billing", instructions="You bill customers.", deps_type=str
+)
+
+
+@billing_agent.tool
+def lookup(ctx: RunContext[str], customer: str) -> dict[str, str]:
+    """A customer's card status (read-only)."""
+    return {"customer": customer, "card": "ok", "region": ctx.deps}
+
+
+@billing_agent.tool_plain
+def charge(customer: str, cents: int) -> dict[str, object]:
+    """Charge a customer's card (a side effect)."""
+    key = call_context().idempotency_key
+    with open(os.environ["BIDE_PAI_LEDGER"], "a") as f:
+        f.write(f"{customer} {cents} {key}\n")
+    if os.environ.get("BIDE_PAI_DROP_REPLY"):
+        raise ConnectionError("the provider's reply was lost after the charge was sent")
+    return {"charged": cents, "key": key}
+
+
+billing = DurableAgent(billing_agent, tools={"lookup": Safety.READ_ONLY}, deps=lambda: "eu")
