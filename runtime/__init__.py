@@ -36,6 +36,7 @@ if typing.TYPE_CHECKING:
         UserMessage,
     )
     from runtime.model import Model
+    from runtime.output import OutputSpec
     from runtime.ownership import Lease, Owner
     from runtime.records import Record
     from runtime.result import Halt, RunResult, RunStatus, Waiting
@@ -68,6 +69,7 @@ __all__ = [
     "Message",
     "Model",
     "ModelError",
+    "OutputSpec",
     "Owner",
     "OwnershipError",
     "ProtocolError",
@@ -142,6 +144,7 @@ _WHERE = {
     "Usage": "runtime.messages",
     "UserMessage": "runtime.messages",
     "Model": "runtime.model",
+    "OutputSpec": "runtime.output",
     "Lease": "runtime.ownership",
     "Owner": "runtime.ownership",
     "Record": "runtime.records",

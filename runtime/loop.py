@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from runtime import faults, history, tracing
+from runtime import answers, faults, history, tracing
 from runtime import records as R
 from runtime.calls import Calls
 from runtime.drive import Cancelled, Outcome, RunEnded
@@ -35,6 +35,7 @@ from runtime.journal.journal import Journal
 from runtime.journal.protocol import Store
 from runtime.logs import get_logger
 from runtime.messages import AssistantTurn
+from runtime.output import OUTPUT_TOOL, as_conversation, with_output_call
 from runtime.ownership import Owner
 from runtime.records import Appended, Entry, Record
 from runtime.redact import clean
@@ -91,7 +92,7 @@ class RunDrive:
 
     def __init__(
         self,
-        agent: Agent,
+        agent: Agent[Any],
         journal: Journal,
         run_id: str,
         *,
@@ -136,7 +137,7 @@ class RunDrive:
         """Whether a cancel request was seen (refreshed by every write of this drive)."""
         return self.cancel_requested
 
-    async def go(self, input: str | None, spec: str | None) -> RunResult:
+    async def go(self, input: str | None, spec: str | None) -> RunResult[Any]:
         # Bound and reset by token, not by a context manager: fewer objects per drive.
         token = structlog.contextvars.bind_contextvars(run_id=self.run_id)["run_id"]
         try:
@@ -150,7 +151,7 @@ class RunDrive:
         finally:
             structlog.contextvars.reset_contextvars(run_id=token)
 
-    async def _drive(self, input: str | None, spec: str | None) -> RunResult:
+    async def _drive(self, input: str | None, spec: str | None) -> RunResult[Any]:
         """The lease, the run opened, its steps; logged as the drive finishes or stops. One
         coroutine for all of it: each level is an object every drive keeps while it waits."""
         started = time.monotonic()
@@ -194,7 +195,7 @@ class RunDrive:
         )
         return result
 
-    async def _steps(self) -> RunResult:
+    async def _steps(self) -> RunResult[Any]:
         while True:
             state = self.state  # a commit refused with records written ahead reloads it
             if state.end is not None:
@@ -207,12 +208,23 @@ class RunDrive:
                 await Calls(self).cancel_handles(state.pending_calls())  # e.g. open MCP tasks
                 return await self._end("cancelled")
             pending = state.pending_calls()
+            if pending and self.agent.answers:  # the output calls the runtime settles itself
+                pending = await answers.settle(self, pending)
+                if not pending:
+                    continue
             if pending:
                 stopped = await self._run_calls(pending)
                 if stopped is not None:
                     return stopped
                 continue
-            if state.turns and not state.turns[-1].tool_calls:
+            if state.turns and self.agent.answers:
+                verdict = answers.verdict(self.agent, state)
+                if isinstance(verdict, answers.Answered):
+                    faults.crashpoint("end.before_marker")
+                    return await self._end("completed", output=verdict.output)
+                if isinstance(verdict, answers.Rejected):
+                    return await self._end("failed", error=verdict.error)
+            elif state.turns and not state.turns[-1].tool_calls:
                 faults.crashpoint("end.before_marker")
                 return await self._end("completed", output=state.turns[-1].text)
             failed = await self._next_turn()
@@ -221,7 +233,7 @@ class RunDrive:
 
     # --- opening ---------------------------------------------------------------------------
 
-    async def _submitted(self, created: bool) -> RunResult:
+    async def _submitted(self, created: bool) -> RunResult[Any]:
         if self.state.end is not None:
             return self._ended()
         if created:
@@ -448,7 +460,7 @@ class RunDrive:
 
     # --- model turns -----------------------------------------------------------------------
 
-    async def _next_turn(self) -> RunResult | None:
+    async def _next_turn(self) -> RunResult[Any] | None:
         n = len(self.state.turns) + 1
         if n > self.agent.max_turns:
             error = BudgetError(
@@ -474,6 +486,8 @@ class RunDrive:
         plan = {}  # a loop, not a comprehension: no cell holds the drive while the model thinks
         for call in turn.tool_calls:
             plan[call.id] = plan_of(self.agent.tools, call.name)
+            if call.name == OUTPUT_TOOL and self.agent.output is not None:
+                plan[call.id] = {"safety": "read_only", "approval": None, "output": True}
         recorded = turn.to_json()
         problem = unstorable(recorded, name="turn")
         if problem is not None:
@@ -511,16 +525,27 @@ class RunDrive:
     async def _ask_model(self) -> AssistantTurn:
         agent, messages = self.agent, self.conversation.messages(self.state)
         n = len(self.state.turns) + 1
+        output, tools = None, agent.specs
+        if agent.output is not None:  # runtime.output: how the model is asked for the answer
+            messages = as_conversation(messages)  # type: ignore[assignment]
+            if agent.asks_output:
+                output = agent.output.spec
+            else:
+                tools = (*tools, agent.output.spec.tool())
         with tracing.chat(agent.model, n, agent.system_prompt, messages):
-            turn = await agent._retrying_model.complete(agent.system_prompt, messages, agent.specs)
+            turn = await agent._retrying_model.complete(
+                agent.system_prompt, messages, tools, output=output
+            )
             if not isinstance(turn, AssistantTurn):
                 raise ProtocolError(f"the model returned {type(turn).__name__}, not a turn")
             tracing.answered(turn)
+        if agent.output is not None:
+            turn = with_output_call(turn, n)
         return turn
 
     # --- tool calls ------------------------------------------------------------------------
 
-    async def _run_calls(self, pending: Sequence[CallState]) -> RunResult | None:
+    async def _run_calls(self, pending: Sequence[CallState]) -> RunResult[Any] | None:
         # Every call runs to its end: a halt or a failure in one never cancels a sibling
         # mid-effect, so gather with return_exceptions and decide once all have finished.
         outcomes: list[Outcome | BaseException]
@@ -589,8 +614,8 @@ class RunDrive:
     # --- ending ----------------------------------------------------------------------------
 
     async def _end(
-        self, status: str, *, output: str | None = None, error: str | None = None
-    ) -> RunResult:
+        self, status: str, *, output: Any = None, error: str | None = None
+    ) -> RunResult[Any]:
         await self.append(
             R.END,
             R.END,
@@ -600,17 +625,21 @@ class RunDrive:
         )
         return self._ended()
 
-    def _ended(self) -> RunResult:
+    def _ended(self) -> RunResult[Any]:
         end = self.state.end
         assert end is not None
         payload = end.payload
+        output = recorded = payload.get("output")
+        if self.agent.output is not None and recorded is not None:
+            output = self.agent.output.load(recorded, run_id=self.run_id)
         return self._result(
             RunStatus(payload.get("status", "failed")),
-            output=payload.get("output"),
+            output=output,
+            output_json=recorded,
             error=payload.get("error"),
         )
 
-    def _result(self, status: RunStatus, **fields: Any) -> RunResult:
+    def _result(self, status: RunStatus, **fields: Any) -> RunResult[Any]:
         return RunResult(
             run_id=self.run_id,
             status=status,

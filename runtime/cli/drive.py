@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -201,7 +202,7 @@ def _spec_in(start: Mapping[str, Any] | None) -> str | None:
     return spec if isinstance(spec, str) and spec else None
 
 
-async def _drive(inv: Invocation, run_id: str, spec: str, drive: Awaitable[RunResult]) -> int:
+async def _drive(inv: Invocation, run_id: str, spec: str, drive: Awaitable[RunResult[Any]]) -> int:
     with structlog.contextvars.bound_contextvars(run_id=run_id):
         try:
             result = await drive
@@ -221,13 +222,14 @@ async def _drive(inv: Invocation, run_id: str, spec: str, drive: Awaitable[RunRe
     return exit_code(result.status)
 
 
-def _report(inv: Invocation, result: RunResult) -> None:
+def _report(inv: Invocation, result: RunResult[Any]) -> None:
     """The answer on stdout; what the run stopped on, and what to do next, on stderr."""
     log, run_id = inv.log, result.run_id
     if inv.args.json:
         inv.out_json(result.to_json())
     elif result.status is RunStatus.COMPLETED and result.output is not None:
-        inv.out(result.output)
+        output = result.to_json()["output"]  # a typed output as its JSON, the text as it is
+        inv.out(output if isinstance(output, str) else json.dumps(output, ensure_ascii=False))
     for halt in result.halts:
         resolve = inv.resolve_command(run_id, halt.call_id, halt.attempt)
         log.warning(

@@ -109,7 +109,7 @@ def stopped(reason: str, remedy: str) -> None:
         span.add_event("stop", {"bide.stop.reason": reason, "bide.stop.remedy": remedy})
 
 
-def finished(result: RunResult) -> None:
+def finished(result: RunResult[Any]) -> None:
     """The drive returned ``result``; its usage is that of the model requests it made."""
     current = drive_span.get()
     span = current.span
