@@ -55,7 +55,8 @@ class Timeline:
     started_ms: int | None
     turns: int
     usage: Usage
-    output: str | None
+    output: Any
+    """The answer of a completed run: its text, or its typed output as JSON data."""
     error: str | None
     halted: tuple[Stop, ...]
     waiting: tuple[Stop, ...]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -135,7 +136,9 @@ def run_page(
         )
     facts.append(Html("<dt>input</dt><dd><pre>{v}</pre></dd>").format(v=_text(tl.input)))
     if tl.output is not None:
-        facts.append(Html("<dt>output</dt><dd><pre>{v}</pre></dd>").format(v=tl.output))
+        output = tl.output  # the text, or a typed output's JSON
+        shown = output if isinstance(output, str) else json.dumps(output, indent=2)
+        facts.append(Html("<dt>output</dt><dd><pre>{v}</pre></dd>").format(v=shown))
     if tl.error is not None:
         facts.append(Html("<dt>error</dt><dd><pre>{v}</pre></dd>").format(v=_text(tl.error)))
     notes = []

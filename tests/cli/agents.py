@@ -7,6 +7,8 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
+import pydantic
+
 from runtime import (
     Agent,
     ApprovalPolicy,
@@ -235,3 +237,15 @@ async def mcp_hangs_up() -> AsyncIterator[Agent]:
     ]
     async with connect(server) as session:
         yield Agent(model=ScriptedModel(script), tools=await tools(session), name="mcp")
+
+
+class Quote(pydantic.BaseModel):
+    customer: str
+    cents: int
+
+
+typed = Agent(
+    model=ScriptedModel([{"output": {"customer": "ann", "cents": 1200}}]),
+    output_type=Quote,
+    name="typed",
+)
