@@ -27,6 +27,7 @@ if typing.TYPE_CHECKING:
     )
     from runtime.functions import FunctionTool, tool
     from runtime.journal import Decided, Journal, Resolution, RunPage, RunRow, Store
+    from runtime.limits import UsageLimits
     from runtime.messages import (
         AssistantTurn,
         Message,
@@ -98,6 +99,7 @@ __all__ = [
     "ToolSpec",
     "UnknownToolError",
     "Usage",
+    "UsageLimits",
     "UserMessage",
     "Waiting",
     "Worker",
@@ -137,6 +139,7 @@ _WHERE = {
     "RunPage": "runtime.journal",
     "RunRow": "runtime.journal",
     "Store": "runtime.journal",
+    "UsageLimits": "runtime.limits",
     "AssistantTurn": "runtime.messages",
     "Message": "runtime.messages",
     "ToolCall": "runtime.messages",

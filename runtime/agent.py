@@ -19,6 +19,7 @@ from runtime.errors import (
 from runtime.functions import FunctionTool
 from runtime.journal.codec import unstorable, unstorable_text
 from runtime.journal.journal import Journal
+from runtime.limits import UsageLimits
 from runtime.logs import get_logger
 from runtime.loop import RunDrive
 from runtime.model import Model
@@ -48,6 +49,7 @@ class Agent(Generic[OutputT]):
     a run's answer is validated and ``RunResult.output`` is the value (``Agent[OutputT]``); an
     invalid answer goes back to the model at most ``output_retries`` times
     (``runtime.output``). A tool named in ``output_tools`` ends the run with its value.
+    ``usage_limits`` caps what each run may spend (``runtime.limits``).
     Without it the output is the model's last text (``Agent[str]``). For a union, name the
     type: ``Agent[A | B](output_type=A | B, ...)``.
     """
@@ -67,6 +69,7 @@ class Agent(Generic[OutputT]):
         output_type: None = None,
         output_retries: int = 1,
         output_tools: Iterable[str] = (),
+        usage_limits: UsageLimits | None = None,
     ) -> None: ...
 
     @overload
@@ -84,6 +87,7 @@ class Agent(Generic[OutputT]):
         output_type: type[OutputT],
         output_retries: int = 1,
         output_tools: Iterable[str] = (),
+        usage_limits: UsageLimits | None = None,
     ) -> None: ...
 
     @overload
@@ -101,6 +105,7 @@ class Agent(Generic[OutputT]):
         output_type: object,
         output_retries: int = 1,
         output_tools: Iterable[str] = (),
+        usage_limits: UsageLimits | None = None,
     ) -> None: ...
 
     def __init__(
@@ -117,6 +122,7 @@ class Agent(Generic[OutputT]):
         output_type: object = None,
         output_retries: int = 1,
         output_tools: Iterable[str] = (),
+        usage_limits: UsageLimits | None = None,
     ) -> None:
         if not isinstance(model, Model):
             raise ConfigError(f"model must implement Model.complete, got {model!r}")
@@ -181,6 +187,10 @@ class Agent(Generic[OutputT]):
         for tool_name in self.output_tools:
             if tool_name not in self.tools:
                 raise ConfigError(f"output tool {tool_name!r} is not a tool of the agent")
+        if usage_limits is not None and not isinstance(usage_limits, UsageLimits):
+            raise ConfigError(f"usage_limits must be a UsageLimits, not {usage_limits!r}")
+        self.usage_limits = usage_limits
+        """What each run may spend (``runtime.limits``), counted from its journal."""
         self.answers = self.output is not None or bool(self.output_tools)
         """Whether a drive settles typed answers (``runtime.answers``)."""
         self.asks_output = self.output is not None and accepts_output(model)

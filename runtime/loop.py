@@ -33,6 +33,7 @@ from runtime.holding import Holding
 from runtime.journal.codec import unstorable, unstorable_text
 from runtime.journal.journal import Journal
 from runtime.journal.protocol import Store
+from runtime.limits import spent
 from runtime.logs import get_logger
 from runtime.messages import AssistantTurn
 from runtime.output import OUTPUT_TOOL, as_conversation, with_output_call
@@ -213,6 +214,9 @@ class RunDrive:
                 if not pending:
                     continue
             if pending:
+                over = self._over_limit(before_calls=True)
+                if over is not None:
+                    return await self._stop_over_limit(over, pending)
                 stopped = await self._run_calls(pending)
                 if stopped is not None:
                     return stopped
@@ -469,6 +473,9 @@ class RunDrive:
             )
             await self._stop("max_turns", str(error), "raise max_turns in the agent, then resume")
             raise error
+        over = self._over_limit(before_calls=False)
+        if over is not None:
+            return await self._stop_over_limit(over, ())
         try:
             turn = await self._ask_model()
         except ModelError as exc:
@@ -509,6 +516,26 @@ class RunDrive:
             index={"turns": n, "status": "running"},
         )
         return None
+
+    def _over_limit(self, *, before_calls: bool) -> str | None:
+        """Why the next model request, or running the last turn's calls, would go over the
+        agent's usage limits (``runtime.limits``), counted from the run's records."""
+        limits = self.agent.usage_limits
+        if limits is None:
+            return None
+        used = spent(self.state, output_calls=self.agent.output is not None)
+        return limits.before_calls(used) if before_calls else limits.before_request(used)
+
+    async def _stop_over_limit(self, over: str, pending: Sequence[CallState]) -> RunResult[Any]:
+        """End the run failed, over a limit; a call already attempted is run to its outcome
+        first (recorded, or halted as it would be), never abandoned."""
+        attempted = [cs for cs in pending if cs.marker is not None]
+        if attempted:
+            stopped = await self._run_calls(attempted)
+            if stopped is not None:
+                return stopped
+        log.warning("usage_limit_exceeded", reason=over)
+        return await self._end("failed", error=over)
 
     async def _stop(self, reason: str, message: str, remedy: str) -> None:
         """Journal why this drive stops short of an end, so no view says the run is running."""

@@ -10,11 +10,12 @@ is listed ``unreadable``, naming the record, and never hides the others.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.errors import FormatError
 from runtime.journal import Journal, RunRow
+from runtime.messages import Usage
 from runtime.ownership import Lease, is_alive
 from runtime.records import Record
 from runtime.state import RunState
@@ -56,6 +57,8 @@ class Row:
     lease: Lease | None = None
     driven: bool = False
     """Whether a live owner drives the run now."""
+    usage: Usage = field(default_factory=Usage)
+    """What the run's recorded turns consumed."""
 
     @property
     def cursor(self) -> str:
@@ -77,6 +80,7 @@ class Row:
             "in_flight": [s.to_json() for s in self.in_flight],
             "lease": self.lease.to_json() if self.lease is not None else None,
             "driven": self.driven,
+            "usage": self.usage.to_json(),
         }
 
 
@@ -105,7 +109,7 @@ async def row_of(journal: Journal, r: RunRow) -> Row:
             r.updated_ms,
             unreadable=facts.reason,
         )
-    status, turns, halted, waiting, stopped, in_flight = facts
+    status, turns, halted, waiting, stopped, in_flight, usage = facts
     return Row(
         r.run_id,
         status,
@@ -119,6 +123,7 @@ async def row_of(journal: Journal, r: RunRow) -> Row:
         in_flight=in_flight,
         lease=r.lease,
         driven=driving is not None,
+        usage=usage,
     )
 
 
@@ -130,14 +135,16 @@ async def list_page(
     prefix: str | None = None,
     limit: int = 50,
     before: str | None = None,
+    tokens_over: int | None = None,
 ) -> Page:
     """Runs newest first: at most ``limit`` after the cursor ``before``, and the next cursor.
 
     ``status`` keeps the runs whose records say so (``unreadable`` runs are kept under every
     filter: their status is unknown); ``unresolved`` keeps the runs with a call that may have
-    acted and has no result, whatever their status.
+    acted and has no result, whatever their status; ``tokens_over`` the runs whose turns
+    consumed more tokens (input and output) than that.
     """
-    if status is None and not unresolved:
+    if status is None and not unresolved and tokens_over is None:
         page = await journal.list_runs(prefix=prefix, limit=limit, before=before)
         rows = [await row_of(journal, r) for r in page.runs]
         return Page(tuple(rows), page.next_cursor)
@@ -145,7 +152,7 @@ async def list_page(
     listed: tuple[str | None, ...]
     if status in _ENDED:
         listed = (status,)
-    elif unresolved or status == UNREADABLE:
+    elif unresolved or status == UNREADABLE or status is None:  # None: by tokens_over
         listed = (None,)
     else:
         listed = _OPEN
@@ -159,7 +166,7 @@ async def list_page(
             )
             for r in page.runs:
                 row = await row_of(journal, r)
-                if _keeps(row, status=status, unresolved=unresolved):
+                if _keeps(row, status=status, unresolved=unresolved, tokens_over=tokens_over):
                     matches.append(row)
             cursor = page.next_cursor
             if cursor is None:
@@ -171,10 +178,12 @@ async def list_page(
     return Page(tuple(rows), rows[-1].cursor if more and rows else None)
 
 
-def _keeps(row: Row, *, status: str | None, unresolved: bool) -> bool:
+def _keeps(row: Row, *, status: str | None, unresolved: bool, tokens_over: int | None) -> bool:
     if row.unreadable is not None:
         return True  # its status is unknown: it may be the run the filter looks for
     if status is not None and row.status != status:
+        return False
+    if tokens_over is not None and row.usage.total_tokens <= tokens_over:
         return False
     return not unresolved or bool(row.halted)
 
@@ -191,7 +200,13 @@ async def records_of(journal: Journal, run_id: str) -> list[Record] | Unreadable
 
 
 _Facts = tuple[
-    str, int, tuple[Stop, ...], tuple[Stop, ...], Mapping[str, Any] | None, tuple[Stop, ...]
+    str,
+    int,
+    tuple[Stop, ...],
+    tuple[Stop, ...],
+    Mapping[str, Any] | None,
+    tuple[Stop, ...],
+    Usage,
 ]
 
 
@@ -204,6 +219,7 @@ def _facts(driving: Lease | None, submitted: bool) -> Callable[[RunState], _Fact
             waiting_on(state),
             stopped_on(state),
             in_flight_on(state, driving),
+            state.usage,
         )
 
     return facts

@@ -199,6 +199,8 @@ def render(tl: Timeline) -> list[str]:
     facts.append(f"{tl.turns} turn{'s' if tl.turns != 1 else ''}")
     if tl.usage.input_tokens or tl.usage.output_tokens:
         facts.append(f"tokens {tl.usage.input_tokens} in / {tl.usage.output_tokens} out")
+    if tl.usage.cost is not None:
+        facts.append(f"cost {tl.usage.cost:g}")
     lines = [head, "  " + ", ".join(facts), ""]
     origin = tl.started_ms or 0
     for event in tl.events:

@@ -64,6 +64,7 @@ BOTH_BACKENDS = frozenset(
         "tests/runtime/test_history.py",
         "tests/runtime/test_runs.py",
         "tests/runtime/test_output.py",
+        "tests/runtime/test_limits.py",
         "tests/journal/test_fuzz.py",
     }
 )

@@ -340,7 +340,16 @@ def _response_format(output: OutputSpec) -> dict[str, Any]:
 
 
 def _usage(usage: CompletionUsage) -> Usage:
-    return Usage(usage.prompt_tokens or 0, usage.completion_tokens or 0)
+    # Some compatible servers (OpenRouter, LiteLLM's proxy) report what the turn cost.
+    extra = usage.model_extra or {}
+    cost = extra.get("cost")
+    if not isinstance(cost, int | float) or isinstance(cost, bool) or not cost >= 0:
+        cost = None
+    return Usage(
+        usage.prompt_tokens or 0,
+        usage.completion_tokens or 0,
+        None if cost is None else float(cost),
+    )
 
 
 def _encode_tool(spec: ToolSpec, names: ToolNames) -> ChatCompletionFunctionToolParam:

@@ -40,6 +40,12 @@ def _list_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--prefix", metavar="TEXT", help="only runs whose id starts with TEXT")
     parser.add_argument(
+        "--tokens-over",
+        type=_positive,
+        metavar="N",
+        help="only runs whose model turns consumed more than N tokens (input and output)",
+    )
+    parser.add_argument(
         "--limit", type=_positive, default=50, metavar="N", help="at most N runs (default 50)"
     )
     parser.add_argument("--json", action="store_true", help="print the runs as JSON on stdout")
@@ -64,13 +70,14 @@ async def _list(inv: Invocation) -> int:
             unresolved=args.unresolved,
             prefix=args.prefix,
             limit=args.limit,
+            tokens_over=args.tokens_over,
         )
     rows = page.rows
     code = EXIT_HALTED if args.fail_if_any and rows else 0
     if args.json:
         inv.out_json({"runs": [row.to_json() for row in rows]})
         return code
-    table = [("RUN ID", "STATUS", "AGENT", "TURNS", "UPDATED", "STOPPED ON")]
+    table = [("RUN ID", "STATUS", "AGENT", "TURNS", "TOKENS", "UPDATED", "STOPPED ON")]
     for row in rows:
         stops = ", ".join(s.brief() for s in (*row.in_flight, *row.halted, *row.waiting))
         if row.driven and row.lease is not None:
@@ -85,6 +92,7 @@ async def _list(inv: Invocation) -> int:
                 printable(row.status),
                 printable(row.agent or ""),
                 str(row.turns),
+                str(row.usage.total_tokens),
                 time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row.updated_ms / 1000)),
                 printable(stops if len(stops) <= 60 else stops[:57] + "..."),
             )

@@ -83,7 +83,8 @@ def runs_page(
         "<figure class=chart-box><figcaption>halted and waiting runs, by how long they have "
         "been stopped</figcaption>{chart}</figure>"
         "<table id=runs><thead><tr><th>run id</th><th>status</th><th>agent</th><th>turns</th>"
-        "<th>last update</th><th>stopped on</th></tr></thead><tbody>{rows}</tbody></table>"
+        "<th>tokens</th><th>last update</th><th>stopped on</th></tr></thead>"
+        "<tbody>{rows}</tbody></table>"
         "<nav class=pages>{nav}</nav></section>"
     ).format(filters=filters, chart=chart(counts), rows=join(rows), nav=join(nav, " "))
     return page("bide: runs", body)
@@ -98,7 +99,7 @@ def _row(row: Row, now_ms: int) -> Html:
         stops = Html("<div class=unreadable>{why}</div>").format(why=row.unreadable)
     return Html(
         "<tr data-run-id='{rid}' data-status='{status}'><td>{link}</td><td>{badge}</td>"
-        "<td>{agent}</td><td class=num>{turns}</td>"
+        "<td>{agent}</td><td class=num>{turns}</td><td class=num>{tokens}</td>"
         "<td title='{when}'>{age}</td><td>{stops}</td></tr>"
     ).format(
         rid=row.run_id,
@@ -107,6 +108,7 @@ def _row(row: Row, now_ms: int) -> Html:
         badge=badge(row.status),
         agent=row.agent or "",
         turns=row.turns,
+        tokens=row.usage.total_tokens,
         when=when(row.updated_ms),
         age=_age(row.updated_ms, now_ms),
         stops=stops,
@@ -134,6 +136,8 @@ def run_page(
                 i=tl.usage.input_tokens, o=tl.usage.output_tokens
             )
         )
+    if tl.usage.cost is not None:
+        facts.append(Html("<dt>cost</dt><dd>{c}</dd>").format(c=f"{tl.usage.cost:g}"))
     facts.append(Html("<dt>input</dt><dd><pre>{v}</pre></dd>").format(v=_text(tl.input)))
     if tl.output is not None:
         output = tl.output  # the text, or a typed output's JSON

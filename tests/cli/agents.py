@@ -20,6 +20,7 @@ from runtime import (
     ToolContext,
     ToolOutcomeUnknown,
     ToolSpec,
+    UsageLimits,
     single_approval,
     tool,
 )
@@ -249,3 +250,10 @@ typed = Agent(
     output_type=Quote,
     name="typed",
 )
+
+
+spender = Agent(
+    model=ScriptedModel([{"text": "spent", "usage": {"input_tokens": 700, "output_tokens": 50}}]),
+    name="spender",
+)
+limited = _agent(LOOKUP_THEN_ANSWER, usage_limits=UsageLimits(requests=1), name="limited")
