@@ -32,10 +32,10 @@ from runtime import Agent, AssistantTurn, Journal, Safety, ToolCall, ToolContext
 from runtime import loop as runtime_loop
 from runtime.functions import FunctionTool
 from runtime.holding import Holding
-from runtime.journal.codec import encode
 from runtime.messages import Message, UserMessage
 from runtime.ownership import Lease
 from runtime.state import RunState
+from runtime.store.codec import encode
 from runtime.testing import MemoryStore, ScriptedModel
 from runtime.tools import ToolSpec
 

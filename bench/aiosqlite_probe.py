@@ -25,9 +25,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import sqlite3
 
 from runtime.journal import SQLiteStore
-from runtime.journal.codec import decode, encode
-from runtime.journal.sqlite import batch, setup
 from runtime.records import Record
+from runtime.store.codec import decode, encode
+from runtime.store.sqlite import batch, setup
 
 PAYLOAD = {"value": "x" * 180}
 LOAD = (

@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.anchors import RawSampler, bracket, header, measure, spread
 from runtime.journal import SQLiteStore
-from runtime.journal.sqlite import batch, writer
+from runtime.store.sqlite import batch, writer
 
 PAYLOAD = {"value": "x" * 180}
 

@@ -26,7 +26,7 @@ import sqlalchemy as sa
 
 from bench.agent import run_b2_child
 from bench.anchors import cpu_model
-from runtime.journal.postgres import PostgresStore
+from runtime.store.postgres import PostgresStore
 
 PAYLOAD = {"value": "x" * 180}
 ROW = '{"value": "' + "x" * 180 + '"}'

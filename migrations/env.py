@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from alembic import context
 
-from runtime.journal import schema
+from runtime.store import schema
 
 config = context.config
 target_metadata = schema.metadata
@@ -27,7 +27,7 @@ def _run(connection: object) -> None:
 
 
 async def _run_postgres(url: str) -> None:
-    from runtime.journal.postgres.connect import make_engine, postgres_url
+    from runtime.store.postgres.connect import make_engine, postgres_url
 
     engine = make_engine(postgres_url(url), pool_size=1)
     try:
@@ -43,12 +43,12 @@ def main() -> None:
     if connection is not None:
         _run(connection)
         return
-    from runtime.journal.migrate import migration_engine
+    from runtime.store.migrate import migration_engine
 
     url = context.get_x_argument(as_dictionary=True).get("url") or config.get_main_option(
         "sqlalchemy.url"
     )
-    from runtime.journal.postgres.connect import is_postgres_url
+    from runtime.store.postgres.connect import is_postgres_url
 
     if url and is_postgres_url(url):
         import asyncio

@@ -17,7 +17,6 @@ from runtime.errors import (
     ConfigError,
 )
 from runtime.functions import FunctionTool
-from runtime.journal.codec import unstorable, unstorable_text
 from runtime.journal.journal import Journal
 from runtime.limits import UsageLimits
 from runtime.logs import get_logger
@@ -26,6 +25,7 @@ from runtime.model import Model
 from runtime.output import OUTPUT_TOOL, OutputType, accepts_output
 from runtime.result import RunResult
 from runtime.retry import MODEL_RETRY, TOOL_RETRY, RetryingModel, RetryPolicy
+from runtime.store.codec import unstorable, unstorable_text
 from runtime.tools import (
     Tool,
     ToolSpec,

@@ -13,7 +13,7 @@ from runtime.logs import get_logger
 from runtime.ownership import Lease, Owner, send_deadline
 
 if TYPE_CHECKING:
-    from runtime.journal.protocol import Store
+    from runtime.store.protocol import Store
 
 __all__ = ["Holding", "Renewer"]
 

@@ -30,9 +30,7 @@ from runtime.errors import (
     StorageError,
 )
 from runtime.holding import Holding
-from runtime.journal.codec import unstorable, unstorable_text
 from runtime.journal.journal import Journal
-from runtime.journal.protocol import Store
 from runtime.limits import spent
 from runtime.logs import get_logger
 from runtime.messages import AssistantTurn
@@ -42,6 +40,8 @@ from runtime.records import Appended, Entry, Record
 from runtime.redact import clean
 from runtime.result import Halt, RunResult, RunStatus, Waiting
 from runtime.state import CallState, RunState
+from runtime.store.codec import unstorable, unstorable_text
+from runtime.store.protocol import Store
 from runtime.tools import (
     KEY_SCHEME,
     ToolSpec,

@@ -11,16 +11,20 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from runtime.errors import ConfigError, FormatError, StorageError
-from runtime.journal.codec import encode, unstorable
-from runtime.journal.names import FORMAT_VERSION
-from runtime.journal.protocol import (
+from runtime.messages import AssistantTurn, Message, ToolCall, Usage
+from runtime.output import OutputSpec
+from runtime.ownership import Lease, Owner, busy, lost
+from runtime.records import Appended, Entry, Record
+from runtime.store.codec import encode, unstorable
+from runtime.store.names import FORMAT_VERSION
+from runtime.store.protocol import (
     RunPage,
     RunRow,
     check_appended,
     check_release,
     written_ahead,
 )
-from runtime.journal.sqlite.leases import (
+from runtime.store.sqlite.leases import (
     LeaseOp,
     LeaseRow,
     decide,
@@ -29,10 +33,6 @@ from runtime.journal.sqlite.leases import (
     now_ms,
     owner_text,
 )
-from runtime.messages import AssistantTurn, Message, ToolCall, Usage
-from runtime.output import OutputSpec
-from runtime.ownership import Lease, Owner, busy, lost
-from runtime.records import Appended, Entry, Record
 from runtime.tools import ToolSpec
 
 __all__ = ["MemoryStore", "ScriptedModel"]

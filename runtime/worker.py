@@ -36,12 +36,12 @@ from runtime.errors import (
 )
 from runtime.holding import Holding
 from runtime.journal.journal import Journal
-from runtime.journal.protocol import Wakeups
 from runtime.logs import get_logger
 from runtime.loop import RunDrive
 from runtime.ownership import Owner, this_host
 from runtime.reconcile import due_ms, next_try_ms, settle_run
 from runtime.result import RunResult
+from runtime.store.protocol import Wakeups
 
 __all__ = ["Worker"]
 

@@ -21,8 +21,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
-from runtime.journal.sqlite.leases import LeaseOp, decide
 from runtime.ownership import boot_id
+from runtime.store.sqlite.leases import LeaseOp, decide
 
 __all__ = [
     "AT_MOST_ONCE",

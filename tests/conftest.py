@@ -100,7 +100,7 @@ def pg_template() -> Iterator[str]:
     with server.database() as url:
 
         async def migrate() -> None:
-            from runtime.journal.postgres import PostgresStore
+            from runtime.store.postgres import PostgresStore
 
             await (await PostgresStore.open(url)).close()
 

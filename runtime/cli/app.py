@@ -44,8 +44,8 @@ from runtime.errors import (
     SchemaError,
     StorageError,
 )
-from runtime.journal.migrate import damage
-from runtime.journal.urls import is_postgres_url, sqlite_path
+from runtime.store.migrate import damage
+from runtime.store.urls import is_postgres_url, sqlite_path
 
 __all__ = ["COMMANDS", "main"]
 

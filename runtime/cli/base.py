@@ -12,11 +12,11 @@ from typing import Any, TextIO
 
 from runtime.errors import ConfigError
 from runtime.journal import Journal
-from runtime.journal.urls import is_postgres_url, sqlite_path
 from runtime.logs import get_logger
 from runtime.ownership import DEFAULT_TTL
 from runtime.redact import redact
 from runtime.result import RunStatus
+from runtime.store.urls import is_postgres_url, sqlite_path
 
 __all__ = [
     "EXIT_BUSY",

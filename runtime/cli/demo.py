@@ -22,7 +22,7 @@ from pathlib import Path
 import runtime
 from runtime.cli.base import EXIT_USAGE, Command, Failure, Invocation
 from runtime.journal import Journal
-from runtime.journal.urls import is_postgres_url, sqlite_path
+from runtime.store.urls import is_postgres_url, sqlite_path
 from runtime.timeline import render, timeline
 
 __all__ = ["COMMANDS"]
@@ -44,7 +44,7 @@ class _Demo:
     def __init__(self, inv: Invocation, db: Path | str, ledger: Path):
         # The demo's agent and the PostgreSQL stack are imported by this command alone.
         from runtime._demo import payments
-        from runtime.journal.postgres import display
+        from runtime.store.postgres import display
 
         self.inv = inv
         self.db = db

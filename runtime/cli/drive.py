@@ -18,8 +18,8 @@ from runtime.cli.base import EXIT_USAGE, Command, Failure, Invocation, exit_code
 from runtime.cli.specs import journaled_spec, open_agent
 from runtime.errors import BudgetError, ConfigError, CorruptJournal, ModelError
 from runtime.journal import Journal
-from runtime.journal.urls import is_postgres_url, sqlite_path
 from runtime.result import RunResult, RunStatus
+from runtime.store.urls import is_postgres_url, sqlite_path
 from runtime.terminal import clip
 
 __all__ = ["COMMANDS"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from runtime.cli.base import Command, Invocation
-from runtime.journal import names
-from runtime.journal.migrate import ensure
+from runtime.store import names
+from runtime.store.migrate import ensure
 
 __all__ = ["COMMANDS"]
 

@@ -27,10 +27,10 @@ from runtime.console.pages import error_page, run_page, runs_page
 from runtime.console.status import STATUSES
 from runtime.errors import ConfigError, ConflictError, RunBusy
 from runtime.journal import Journal
-from runtime.journal.protocol import check_run_id
 from runtime.logs import get_logger
 from runtime.ownership import is_alive
 from runtime.runs import Row, list_page
+from runtime.store.protocol import check_run_id
 from runtime.timeline import timeline
 
 __all__ = ["CONTENT_SECURITY_POLICY", "Console"]

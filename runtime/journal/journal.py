@@ -12,7 +12,6 @@ from runtime import records as R
 from runtime.approval import ApprovalPolicy, Decision, canonical_json
 from runtime.errors import ConfigError, ConflictError, RunBusy
 from runtime.holding import Renewer
-from runtime.journal.protocol import RunPage, RunRow, Store
 from runtime.journal.resolution import (
     Decided,
     Resolution,
@@ -24,12 +23,13 @@ from runtime.journal.resolution import (
     judged_attempt,
     resolution_payload,
 )
-from runtime.journal.sqlite import BUSY_TIMEOUT_MS
-from runtime.journal.sqlite.store import SQLiteStore
-from runtime.journal.urls import is_postgres_url
 from runtime.logs import get_logger
 from runtime.ownership import DEFAULT_TTL, Lease, is_alive
 from runtime.state import RunState
+from runtime.store.protocol import RunPage, RunRow, Store
+from runtime.store.sqlite import BUSY_TIMEOUT_MS
+from runtime.store.sqlite.store import SQLiteStore
+from runtime.store.urls import is_postgres_url
 
 __all__ = ["Journal"]
 
@@ -99,7 +99,7 @@ class Journal:
             elif self.url is None:
                 raise ConfigError("this Journal's store was closed; make a new Journal")
             elif is_postgres_url(self.url):
-                from runtime.journal.postgres import PostgresStore
+                from runtime.store.postgres import PostgresStore
 
                 self._store = await PostgresStore.open(self.url, migrate=self._migrate)
             else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from runtime.journal.schema import HEAD_REVISION, VERSION_TABLE
+from runtime.store.schema import HEAD_REVISION, VERSION_TABLE
 from tests.cli.invoke import Cli, child
 
 

@@ -18,10 +18,10 @@ from typing import Any
 
 from runtime import records as R
 from runtime.errors import RunBusy
-from runtime.journal.sqlite import writer as journal_writer
-from runtime.journal.sqlite.store import SQLiteStore
 from runtime.ownership import Lease
 from runtime.records import Appended, Record
+from runtime.store.sqlite import writer as journal_writer
+from runtime.store.sqlite.store import SQLiteStore
 from tests.crash.ledger import now_ms
 
 __all__ = ["MUTANTS", "apply", "apply_from_env"]
@@ -147,7 +147,7 @@ class _Driver:
 
 def _ack_before_commit() -> None:
     if getattr(journal_writer, "sqlite3", None) is not sqlite3:
-        _missing("runtime.journal.sqlite.writer.sqlite3 (the driver the group-commit writer uses)")
+        _missing("runtime.store.sqlite.writer.sqlite3 (the driver the group-commit writer uses)")
     journal_writer.sqlite3 = _Driver()  # type: ignore[assignment]
 
 

@@ -22,8 +22,8 @@ from runtime import (
 )
 from runtime.errors import ConfigError, ProtocolError
 from runtime.journal import SQLiteStore
-from runtime.journal.codec import MAX_DEPTH, unstorable
-from runtime.journal.sqlite import writer as W
+from runtime.store.codec import MAX_DEPTH, unstorable
+from runtime.store.sqlite import writer as W
 from runtime.testing import ScriptedModel
 from tests.helpers import Ledger, call, make_tools
 

@@ -11,7 +11,7 @@ import pytest
 
 from runtime.errors import SchemaError
 from runtime.journal import SQLiteStore
-from runtime.journal.schema import HEAD_REVISION, VERSION_TABLE
+from runtime.store.schema import HEAD_REVISION, VERSION_TABLE
 from tests.conftest import ROOT, child_env
 
 

@@ -10,9 +10,9 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
-from runtime.journal import names, schema
-from runtime.journal.sqlite import batch, leases, queries
-from runtime.journal.sqlite.queries import Query
+from runtime.store import names, schema
+from runtime.store.sqlite import batch, leases, queries
+from runtime.store.sqlite.queries import Query
 
 
 @pytest.mark.parametrize("table", ["records", "runs", "leases"])

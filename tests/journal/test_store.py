@@ -12,7 +12,7 @@ import pytest
 
 from runtime.errors import ConfigError, FormatError, StorageError
 from runtime.journal import Entry, SQLiteStore, Store
-from runtime.journal.postgres import PostgresStore
+from runtime.store.postgres import PostgresStore
 from runtime.testing import MemoryStore
 
 

@@ -13,8 +13,8 @@ import pytest
 
 from runtime.errors import FormatError, StorageError
 from runtime.journal import SQLiteStore
-from runtime.journal.sqlite import batch as W
-from runtime.journal.sqlite import setup
+from runtime.store.sqlite import batch as W
+from runtime.store.sqlite import setup
 
 HEADER = json.dumps({"format": 1})
 

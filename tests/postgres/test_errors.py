@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from runtime.errors import StorageError
 from runtime.journal import Journal
-from runtime.journal.postgres import PostgresStore
+from runtime.store.postgres import PostgresStore
 from tests.conftest import ROOT, child_env
 from tests.postgres.proxy import Proxy
 from tests.postgres.server import url_of
@@ -175,9 +175,9 @@ async def test_an_op_the_server_refuses_fails_alone_and_the_rest_of_its_batch_co
     pg_url: str,
 ) -> None:
     """A refusal one op causes (past every check before the writer) costs only that op."""
-    from runtime.journal.codec import encode
-    from runtime.journal.postgres.batch import AppendOp
     from runtime.records import CODEC
+    from runtime.store.codec import encode
+    from runtime.store.postgres.batch import AppendOp
 
     async with Journal(pg_url) as journal:
         store = journal.store

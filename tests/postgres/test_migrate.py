@@ -14,10 +14,10 @@ from alembic.config import Config
 
 from runtime.errors import SchemaError
 from runtime.journal import Journal
-from runtime.journal.migrate import script_location
-from runtime.journal.postgres import PostgresStore
-from runtime.journal.postgres.connect import make_engine, postgres_url
-from runtime.journal.schema import HEAD_REVISION, VERSION_TABLE
+from runtime.store.migrate import script_location
+from runtime.store.postgres import PostgresStore
+from runtime.store.postgres.connect import make_engine, postgres_url
+from runtime.store.schema import HEAD_REVISION, VERSION_TABLE
 from tests.conftest import ROOT, child_env
 
 
@@ -124,7 +124,7 @@ async def test_another_programs_database_is_refused_unless_shared_on_purpose(
 
 _OPEN = """
 import asyncio, sys
-from runtime.journal.postgres import PostgresStore
+from runtime.store.postgres import PostgresStore
 async def main():
     print("imported", flush=True)
     sys.stdin.readline()  # all at once, once every child is imported

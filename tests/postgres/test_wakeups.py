@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from runtime import Agent, Journal, RunStatus, Worker, single_approval, tool
-from runtime.journal.postgres.listen import APPLICATION_NAME
-from runtime.journal.protocol import Wakeups
+from runtime.store.postgres.listen import APPLICATION_NAME
+from runtime.store.protocol import Wakeups
 from runtime.testing import ScriptedModel
 from tests.helpers import call
 from tests.postgres.test_workers import rows

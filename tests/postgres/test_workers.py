@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from runtime import Journal, Resolution
-from runtime.journal.postgres.listen import APPLICATION_NAME
+from runtime.store.postgres.listen import APPLICATION_NAME
 from tests.cli import owned
 from tests.cli.test_ownership import spawn
 from tests.postgres import server

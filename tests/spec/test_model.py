@@ -10,8 +10,8 @@ import pytest
 from runtime import ownership
 from runtime.functions import tool
 from runtime.journal import Journal
-from runtime.journal.sqlite.leases import LeaseOp, decide
 from runtime.reconcile import settle_seconds, settles_at_ms
+from runtime.store.sqlite.leases import LeaseOp, decide
 from spec import protocol
 from spec.check import check
 from spec.models import DEEP, MAIN, MUTANTS, Mutant

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from runtime.journal.names import FORMAT_VERSION, HEAD_REVISION, INDEX_COLUMNS, VERSION_TABLE
+from runtime.store.names import FORMAT_VERSION, HEAD_REVISION, INDEX_COLUMNS, VERSION_TABLE
 
 __all__ = [
     "FORMAT_VERSION",

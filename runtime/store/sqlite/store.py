@@ -15,10 +15,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Self
 
 from runtime.errors import ConfigError
-from runtime.journal import names
-from runtime.journal.codec import decode, encode
-from runtime.journal.migrate import ensure_schema, sqlite_path
-from runtime.journal.protocol import (
+from runtime.ownership import Lease, Owner, busy, lost
+from runtime.records import CODEC, Appended, Entry, Record
+from runtime.store import names
+from runtime.store.codec import decode, encode
+from runtime.store.migrate import ensure_schema, sqlite_path
+from runtime.store.protocol import (
     RunPage,
     RunRow,
     appended,
@@ -30,13 +32,11 @@ from runtime.journal.protocol import (
     parse_cursor,
     ttl_ms,
 )
-from runtime.journal.sqlite.batch import AppendOp, CreateOp, IndexOp, LeaseOp
-from runtime.journal.sqlite.leases import boot_pattern, lease_of, now_ms, owner_text
-from runtime.journal.sqlite.queries import CLAIMABLE, GET, LEASE, LIST, LOAD, LOAD_PREFIX, ROW
-from runtime.journal.sqlite.setup import BUSY_TIMEOUT_MS, Readers, check_format
-from runtime.journal.sqlite.writer import Writer
-from runtime.ownership import Lease, Owner, busy, lost
-from runtime.records import CODEC, Appended, Entry, Record
+from runtime.store.sqlite.batch import AppendOp, CreateOp, IndexOp, LeaseOp
+from runtime.store.sqlite.leases import boot_pattern, lease_of, now_ms, owner_text
+from runtime.store.sqlite.queries import CLAIMABLE, GET, LEASE, LIST, LOAD, LOAD_PREFIX, ROW
+from runtime.store.sqlite.setup import BUSY_TIMEOUT_MS, Readers, check_format
+from runtime.store.sqlite.writer import Writer
 
 __all__ = ["SQLiteStore"]
 

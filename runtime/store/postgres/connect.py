@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 import sqlalchemy as sa
 
 from runtime.errors import ConfigError, StorageError
-from runtime.journal.urls import is_postgres_url
 from runtime.redact import redact
+from runtime.store.urls import is_postgres_url
 
 if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal opens
     from sqlalchemy.ext.asyncio import AsyncEngine

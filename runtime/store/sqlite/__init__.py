@@ -2,9 +2,9 @@
 decides each key's winner (``batch``), the group-commit writer thread (``writer``), and the
 ``SQLiteStore`` on top of them (``sqlite.store``, imported from ``runtime.journal``)."""
 
-from runtime.journal.sqlite.batch import AppendOp, CreateOp, IndexOp, LeaseOp, Op
-from runtime.journal.sqlite.setup import BUSY_TIMEOUT_MS, Readers, check_format, configure
-from runtime.journal.sqlite.writer import Writer
+from runtime.store.sqlite.batch import AppendOp, CreateOp, IndexOp, LeaseOp, Op
+from runtime.store.sqlite.setup import BUSY_TIMEOUT_MS, Readers, check_format, configure
+from runtime.store.sqlite.writer import Writer
 
 __all__ = [
     "BUSY_TIMEOUT_MS",

@@ -14,8 +14,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from runtime.journal.postgres.connect import CONNECT_TIMEOUT, READY_CHANNEL, storage_error
 from runtime.logs import get_logger
+from runtime.store.postgres.connect import CONNECT_TIMEOUT, READY_CHANNEL, storage_error
 
 __all__ = ["APPLICATION_NAME", "BACKOFF", "CHECK_EVERY", "wakeups"]
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from runtime.errors import FormatError, StorageError
-from runtime.journal import names
+from runtime.store import names
 
 __all__ = [
     "BUSY_TIMEOUT_MS",

@@ -15,10 +15,10 @@ from typing import Any
 
 from runtime import faults
 from runtime.errors import StorageError
-from runtime.journal.sqlite.batch import AppendOp, CreateOp, Failed, Op, apply
-from runtime.journal.sqlite.leases import now_ms
-from runtime.journal.sqlite.setup import BUSY_TIMEOUT_MS, configure, file_identity, storage_error
 from runtime.logs import get_logger
+from runtime.store.sqlite.batch import AppendOp, CreateOp, Failed, Op, apply
+from runtime.store.sqlite.leases import now_ms
+from runtime.store.sqlite.setup import BUSY_TIMEOUT_MS, configure, file_identity, storage_error
 
 __all__ = ["MAX_BATCH", "Writer"]
 

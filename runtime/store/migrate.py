@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runtime.errors import ConfigError, SchemaError
-from runtime.journal import names
-from runtime.journal.sqlite import BUSY_TIMEOUT_MS, configure
-from runtime.journal.urls import is_postgres_url, sqlite_path
+from runtime.store import names
+from runtime.store.sqlite import BUSY_TIMEOUT_MS, configure
+from runtime.store.urls import is_postgres_url, sqlite_path
 
 if TYPE_CHECKING:  # SQLAlchemy and Alembic are imported only to migrate, or to parse a URL
     import sqlalchemy as sa
@@ -124,7 +124,7 @@ async def ensure(url: str, *, migrate: bool, allow_foreign: bool = False) -> str
     """Migrate (or with ``migrate=False`` verify) the journal at ``url``, a SQLite file or a
     PostgreSQL database; return where it is, fit for a message."""
     if is_postgres_url(url):
-        from runtime.journal.postgres import migrate as pg_migrate
+        from runtime.store.postgres import migrate as pg_migrate
 
         return await pg_migrate.ensure_url(url, migrate=migrate, allow_foreign=allow_foreign)
     path = sqlite_path(url)

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from runtime.errors import FormatError, LeaseLost, StorageError
-from runtime.journal import schema
-from runtime.journal.postgres import leases as L
-from runtime.journal.postgres.connect import NOW_MS, READY_CHANNEL, READY_STATUSES, WRITE_LOCK
-from runtime.journal.protocol import written_ahead
-from runtime.journal.sqlite.setup import check_format
+from runtime.store import schema
+from runtime.store.postgres import leases as L
+from runtime.store.postgres.connect import NOW_MS, READY_CHANNEL, READY_STATUSES, WRITE_LOCK
+from runtime.store.protocol import written_ahead
+from runtime.store.sqlite.setup import check_format
 
 if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal opens
     from sqlalchemy.ext.asyncio import AsyncConnection

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from runtime.errors import FormatError, LeaseLost, StorageError
-from runtime.journal import names
-from runtime.journal.protocol import written_ahead
-from runtime.journal.sqlite.leases import LeaseOp, LeaseRow, decide, read_leases, write_leases
-from runtime.journal.sqlite.setup import check_format
 from runtime.ownership import Owner
+from runtime.store import names
+from runtime.store.protocol import written_ahead
+from runtime.store.sqlite.leases import LeaseOp, LeaseRow, decide, read_leases, write_leases
+from runtime.store.sqlite.setup import check_format
 
 __all__ = [
     "AppendOp",

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import sqlalchemy as sa
 
-from runtime.journal import schema
-from runtime.journal.postgres.connect import NOW_MS, READY_CHANNEL, READY_STATUSES
 from runtime.ownership import Lease, Owner
+from runtime.store import schema
+from runtime.store.postgres.connect import NOW_MS, READY_CHANNEL, READY_STATUSES
 
 if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal opens
     from sqlalchemy.ext.asyncio import AsyncConnection

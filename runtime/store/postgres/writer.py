@@ -17,9 +17,9 @@ import sqlalchemy as sa
 
 from runtime import faults
 from runtime.errors import StorageError
-from runtime.journal.postgres.batch import AppendOp, CreateOp, Failed, Op, apply_all
-from runtime.journal.postgres.connect import connection_lost, sqlstate, storage_error
 from runtime.logs import get_logger
+from runtime.store.postgres.batch import AppendOp, CreateOp, Failed, Op, apply_all
+from runtime.store.postgres.connect import connection_lost, sqlstate, storage_error
 
 if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal opens
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine

@@ -1,4 +1,4 @@
-"""The journal's schema on PostgreSQL: the shared Alembic history (``runtime.journal.migrate``),
+"""The journal's schema on PostgreSQL: the shared Alembic history (``runtime.store.migrate``),
 run on an asyncpg connection, one upgrader at a time.
 
 Concurrent first opens from many processes take turns on a session advisory lock; each finds
@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 import sqlalchemy as sa
 
 from runtime.errors import StorageError
-from runtime.journal import migrate as shared
-from runtime.journal import schema
-from runtime.journal.postgres.connect import (
+from runtime.store import migrate as shared
+from runtime.store import schema
+from runtime.store.postgres.connect import (
     MIGRATE_LOCK,
     display,
     make_engine,

@@ -16,17 +16,19 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 import sqlalchemy as sa
 
 from runtime.errors import ConfigError, LeaseLost, RunBusy, StorageError
-from runtime.journal import schema
-from runtime.journal.codec import decode, encode
-from runtime.journal.postgres import leases as L
-from runtime.journal.postgres.batch import (
+from runtime.ownership import Lease, Owner, busy, lost
+from runtime.records import CODEC, Appended, Entry, Record
+from runtime.store import schema
+from runtime.store.codec import decode, encode
+from runtime.store.postgres import leases as L
+from runtime.store.postgres.batch import (
     AppendOp,
     CreateOp,
     IndexOp,
     LeaseOp,
     Op,
 )
-from runtime.journal.postgres.connect import (
+from runtime.store.postgres.connect import (
     NOW_MS,
     connection_lost,
     display,
@@ -34,10 +36,10 @@ from runtime.journal.postgres.connect import (
     postgres_url,
     storage_error,
 )
-from runtime.journal.postgres.listen import wakeups
-from runtime.journal.postgres.migrate import ensure_engine
-from runtime.journal.postgres.writer import Writer
-from runtime.journal.protocol import (
+from runtime.store.postgres.listen import wakeups
+from runtime.store.postgres.migrate import ensure_engine
+from runtime.store.postgres.writer import Writer
+from runtime.store.protocol import (
     RunPage,
     RunRow,
     appended,
@@ -49,9 +51,7 @@ from runtime.journal.protocol import (
     parse_cursor,
     ttl_ms,
 )
-from runtime.journal.sqlite.setup import check_format
-from runtime.ownership import Lease, Owner, busy, lost
-from runtime.records import CODEC, Appended, Entry, Record
+from runtime.store.sqlite.setup import check_format
 
 if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal opens
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from runtime.errors import ConfigError, StorageError
-from runtime.journal.codec import decode, encode, unstorable_text
-from runtime.journal.names import INDEX_COLUMNS
 from runtime.ownership import Lease, Owner
 from runtime.records import Appended, Entry, Record
+from runtime.store.codec import decode, encode, unstorable_text
+from runtime.store.names import INDEX_COLUMNS
 
 __all__ = [
     "RunPage",

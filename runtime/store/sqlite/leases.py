@@ -22,8 +22,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from runtime.journal import names
 from runtime.ownership import Lease, Owner, boot_id, boot_wall_ms, boottime_ms, lease_from_row
+from runtime.store import names
 
 __all__ = [
     "LeaseOp",
