@@ -567,6 +567,11 @@ class _Attempt:
                     f"and no result are {halted}"
                 )
                 return
+        if child.code == 0 and answer.get("output") != agents.final_of(self.s.script):
+            self.outcome.violate(
+                f"{child.label} completed answering {answer.get('output')!r}, not "
+                f"{agents.final_of(self.s.script)!r}"
+            )
         want = "completed" if child.code == 0 else "halted"
         if answer.get("status") != want or state.status() != want:
             self.outcome.violate(
@@ -604,7 +609,9 @@ class _Attempt:
             "tool.after_call": fired >= k and results < k,
             "result.after_record": results >= k,
             # The final answer commits with the end: neither is recorded yet.
-            "end.before_marker": len(state.turns) == len(agents.SCRIPTS[self.s.script]) - 1
+            # (A typed answer is a call the runtime settles: its turn and result commit first.)
+            "end.before_marker": len(state.turns)
+            == len(agents.SCRIPTS[self.s.script]) - (self.s.script != "typed")
             and state.end is None,
             # A drive's first commit is its lease's, which holds no record.
             "writer.after_commit": k == 1 or records >= 1,
@@ -793,7 +800,7 @@ class _Attempt:
     def _check_run(self, run_id: str, state: RunState) -> None:
         o = self.outcome
         script = agents.SCRIPTS[self.s.script]
-        if state.end is None or state.end.payload.get("output") != agents.FINAL:
+        if state.end is None or state.end.payload.get("output") != agents.final_of(self.s.script):
             o.violate(f"{run_id} ended {state.end.payload if state.end else None}, not completed")
         if len(state.turns) != len(script):
             o.violate(f"{run_id} has {len(state.turns)} turns; the script has {len(script)}")
@@ -919,6 +926,10 @@ class _Attempt:
         where = f"{run_id}/{cs.call.id}"
         safety = cs.plan.get("safety")
         result = cs.result
+        if cs.plan.get("output"):  # a typed answer: the runtime settles it, nothing runs
+            if result is None or fired or cs.markers:
+                o.violate(f"{where} (the typed answer) ran, or has no result")
+            return
         if safety == Safety.SIDE_EFFECT.value:
             o.max_fired = max(o.max_fired, len(fired))
             if len(fired) > 1:
