@@ -25,6 +25,7 @@ from runtime.model import Model
 from runtime.output import OUTPUT_TOOL, OutputType, accepts_output
 from runtime.result import RunResult
 from runtime.retry import MODEL_RETRY, TOOL_RETRY, RetryingModel, RetryPolicy
+from runtime.sessions import SESSION_PREFIX, HistoryHook, claim
 from runtime.store.codec import unstorable, unstorable_text
 from runtime.tools import (
     Tool,
@@ -70,6 +71,7 @@ class Agent(Generic[OutputT]):
         output_retries: int = 1,
         output_tools: Iterable[str] = (),
         usage_limits: UsageLimits | None = None,
+        session_history: HistoryHook | None = None,
     ) -> None: ...
 
     @overload
@@ -88,6 +90,7 @@ class Agent(Generic[OutputT]):
         output_retries: int = 1,
         output_tools: Iterable[str] = (),
         usage_limits: UsageLimits | None = None,
+        session_history: HistoryHook | None = None,
     ) -> None: ...
 
     @overload
@@ -106,6 +109,7 @@ class Agent(Generic[OutputT]):
         output_retries: int = 1,
         output_tools: Iterable[str] = (),
         usage_limits: UsageLimits | None = None,
+        session_history: HistoryHook | None = None,
     ) -> None: ...
 
     def __init__(
@@ -123,6 +127,7 @@ class Agent(Generic[OutputT]):
         output_retries: int = 1,
         output_tools: Iterable[str] = (),
         usage_limits: UsageLimits | None = None,
+        session_history: HistoryHook | None = None,
     ) -> None:
         if not isinstance(model, Model):
             raise ConfigError(f"model must implement Model.complete, got {model!r}")
@@ -191,6 +196,10 @@ class Agent(Generic[OutputT]):
             raise ConfigError(f"usage_limits must be a UsageLimits, not {usage_limits!r}")
         self.usage_limits = usage_limits
         """What each run may spend (``runtime.limits``), counted from its journal."""
+        if session_history is not None and not callable(session_history):
+            raise ConfigError("session_history must be a function of the earlier messages")
+        self.session_history = session_history
+        """What a session's message shows its model of the earlier ones (``runtime.sessions``)."""
         self.answers = self.output is not None or bool(self.output_tools)
         """Whether a drive settles typed answers (``runtime.answers``)."""
         self.asks_output = self.output is not None and accepts_output(model)
@@ -212,6 +221,7 @@ class Agent(Generic[OutputT]):
         journal: Journal,
         spec: str | None = None,
         wait: float | None = None,
+        session: str | None = None,
     ) -> RunResult[OutputT]:
         """Start the run ``run_id`` with ``input``, or resume it if it exists.
 
@@ -221,10 +231,19 @@ class Agent(Generic[OutputT]):
 
         The drive holds the run's lease: a run another live owner drives raises ``RunBusy``
         naming it, unless ``wait`` (seconds) lets the lease be released or expire first.
+
+        ``session``: the run is the session's next message (``runtime.sessions``), and its
+        model sees the earlier ones; a session whose previous message has not ended raises
+        ``SessionBusy``, unless it ends within ``wait`` seconds.
         """
         _check_input(run_id, input)
         _ = self.specs  # a new run journals them: a tool without schemas fails it unwritten
-        result = await RunDrive(self, journal, run_id, wait=wait).go(input, spec)
+        drive = RunDrive(self, journal, run_id, wait=wait)
+        if session is not None:
+            drive.session = await claim(
+                journal.store, session, run_id, hook=self.session_history, wait=wait
+            )
+        result = await drive.go(input, spec)
         return cast("RunResult[OutputT]", result)
 
     async def resume(
@@ -263,6 +282,8 @@ class Agent(Generic[OutputT]):
 
 
 def _check_input(run_id: str, input: object) -> None:
+    if isinstance(run_id, str) and run_id.startswith(SESSION_PREFIX):
+        raise ConfigError(f"run ids that start with {SESSION_PREFIX!r} name sessions: {run_id!r}")
     if not isinstance(input, str):
         raise ConfigError("a run's input is a string")
     problem = unstorable(input, name="input")

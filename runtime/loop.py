@@ -33,12 +33,13 @@ from runtime.holding import Holding
 from runtime.journal.journal import Journal
 from runtime.limits import spent
 from runtime.logs import get_logger
-from runtime.messages import AssistantTurn
+from runtime.messages import AssistantTurn, Message
 from runtime.output import OUTPUT_TOOL, as_conversation, with_output_call
 from runtime.ownership import Owner
 from runtime.records import Appended, Entry, Record
 from runtime.redact import clean
 from runtime.result import Halt, RunResult, RunStatus, Waiting
+from runtime.sessions import Opening, pinned_prefix
 from runtime.state import CallState, RunState
 from runtime.store.codec import unstorable, unstorable_text
 from runtime.store.protocol import Store
@@ -131,6 +132,10 @@ class RunDrive:
         self.ahead: tuple[_Pending, ...] = ()
         """Records written ahead (``write_ahead``), in order, not yet committed (a tuple: the
         empty one is shared, where every drive would keep an empty list)."""
+        self.session: Opening | None = None
+        """For a session's new message: its place, pinned in the start record."""
+        self.prefix: Sequence[Message] = ()
+        """A session's earlier messages, as the model sees them before this run's."""
         self._committing: asyncio.Future[None] | None = None
         """Set while an append commits records written ahead: the drive's other appends wait."""
 
@@ -278,12 +283,17 @@ class RunDrive:
                     "settings": {"max_turns": self.agent.max_turns},
                     "tools": _tools_digest(self.agent.specs),
                     "key_scheme": KEY_SCHEME,
+                    **({"session": self.session.to_json()} if self.session is not None else {}),
                     **tracing.journaled_context(),
                 },
             )
         start = self.state.start or {}
         # Runs started before key schemes were journaled used scheme 1: keep their keys.
         self.key_scheme = int(start.get("key_scheme") or 1)
+        if start.get("session") is not None and self.state.end is None:
+            self.prefix = await pinned_prefix(
+                self.store, start["session"], self.agent.session_history, run_id=run_id
+            )
         if input is not None and self.state.input != input:
             raise ConfigError(
                 f"run {run_id!r} exists with a different input; a run's input is fixed when it "
@@ -553,6 +563,8 @@ class RunDrive:
         agent, messages = self.agent, self.conversation.messages(self.state)
         n = len(self.state.turns) + 1
         output, tools = None, agent.specs
+        if self.prefix:  # a session's earlier messages (runtime.sessions)
+            messages = [*self.prefix, *messages]  # type: ignore[assignment]
         if agent.output is not None:  # runtime.output: how the model is asked for the answer
             messages = as_conversation(messages)  # type: ignore[assignment]
             if agent.asks_output:

@@ -18,6 +18,7 @@ from runtime.journal import Journal, RunRow
 from runtime.messages import Usage
 from runtime.ownership import Lease, is_alive
 from runtime.records import Record
+from runtime.sessions import SESSION_PREFIX
 from runtime.state import RunState
 from runtime.stops import Stop, halted_on, in_flight_on, status_of, stopped_on, waiting_on
 from runtime.timeline import UNREADABLE, Unreadable, read
@@ -146,7 +147,7 @@ async def list_page(
     """
     if status is None and not unresolved and tokens_over is None:
         page = await journal.list_runs(prefix=prefix, limit=limit, before=before)
-        rows = [await row_of(journal, r) for r in page.runs]
+        rows = [await row_of(journal, r) for r in page.runs if not _a_session(r)]
         return Page(tuple(rows), page.next_cursor)
     # Read the runs the index cannot rule out; keep the ones whose records match.
     listed: tuple[str | None, ...]
@@ -165,6 +166,8 @@ async def list_page(
                 status=index_status, prefix=prefix, limit=max(limit, _SCAN), before=cursor
             )
             for r in page.runs:
+                if _a_session(r):
+                    continue
                 row = await row_of(journal, r)
                 if _keeps(row, status=status, unresolved=unresolved, tokens_over=tokens_over):
                     matches.append(row)
@@ -176,6 +179,11 @@ async def list_page(
     rows = found[:limit]
     more = len(found) > limit
     return Page(tuple(rows), rows[-1].cursor if more and rows else None)
+
+
+def _a_session(r: RunRow) -> bool:
+    """A session's own journal (``runtime.sessions``), not a run."""
+    return r.run_id.startswith(SESSION_PREFIX)
 
 
 def _keeps(row: Row, *, status: str | None, unresolved: bool, tokens_over: int | None) -> bool:
