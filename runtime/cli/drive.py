@@ -14,7 +14,7 @@ from typing import Any
 import structlog
 
 from runtime import records as R
-from runtime.cli.base import EXIT_USAGE, Command, Failure, Invocation, exit_code
+from runtime.cli.base import EXIT_BUSY, EXIT_USAGE, Command, Failure, Invocation, exit_code
 from runtime.cli.specs import journaled_spec, open_agent
 from runtime.errors import BudgetError, ConfigError, CorruptJournal, ModelError
 from runtime.journal import Journal
@@ -38,6 +38,12 @@ def _run_arguments(parser: argparse.ArgumentParser) -> None:
         help="the run's id (default: a new one, named on stderr, even with -q)",
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    parser.add_argument(
+        "--session",
+        metavar="NAME",
+        help="the run is the next message of this session: its model sees the earlier ones; "
+        f"exit {EXIT_BUSY} if the session's last message has not ended (see --wait)",
+    )
     _wait_argument(parser)
     parser.add_argument("input", metavar="INPUT", help="the run's input text ('-' reads stdin)")
 
@@ -103,7 +109,14 @@ async def _run(inv: Invocation) -> int:
             # -q hides run_started; a made-up id must still reach the operator, or the run is
             # lost to them.
             print(f"bide: run id {run_id}", file=sys.stderr)
-        drive = agent.run(run_id, text, journal=journal, spec=journaled_spec(spec), wait=args.wait)
+        drive = agent.run(
+            run_id,
+            text,
+            journal=journal,
+            spec=journaled_spec(spec),
+            wait=args.wait,
+            session=args.session,
+        )
         return await _drive(inv, run_id, spec, drive)
 
 

@@ -129,6 +129,12 @@ def run_page(
     ]
     if tl.spec:
         facts.append(Html("<dt>spec</dt><dd><code>{s}</code></dd>").format(s=tl.spec))
+    if tl.session is not None:
+        facts.append(
+            Html("<dt>session</dt><dd>{s} (message {k})</dd>").format(
+                s=str(tl.session.get("id")), k=str(tl.session.get("k"))
+            )
+        )
     facts.append(Html("<dt>turns</dt><dd>{n}</dd>").format(n=tl.turns))
     if tl.usage.input_tokens or tl.usage.output_tokens:
         facts.append(

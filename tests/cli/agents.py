@@ -257,3 +257,13 @@ spender = Agent(
     name="spender",
 )
 limited = _agent(LOOKUP_THEN_ANSWER, usage_limits=UsageLimits(requests=1), name="limited")
+
+chatty = _agent(
+    [
+        {"tool_calls": [{"id": "c1", "name": "lookup", "arguments": {"customer": "ann"}}]},
+        {"text": "ann is on pro"},
+        {"tool_calls": [{"id": "c2", "name": "lookup", "arguments": {"customer": "bob"}}]},
+        {"text": "bob is on pro too"},
+    ],
+    name="chatty",
+)
