@@ -40,6 +40,7 @@ from runtime import (
     UserMessage,
     faults,
     history,
+    sessions,
 )
 from runtime.functions import FunctionTool, tool
 from runtime.messages import Message
@@ -230,11 +231,21 @@ class LedgerModel:
         *,
         output: OutputSpec | None = None,
     ) -> AssistantTurn:
-        n = sum(isinstance(m, AssistantTurn) for m in messages) + 1
-        first = next(m for m in messages if isinstance(m, UserMessage))
+        # A session's message is shown the earlier ones first: its own input is the last
+        # "run <id>" message, and the script counts from there.
+        start = max(
+            i
+            for i, m in enumerate(messages)
+            if isinstance(m, UserMessage) and m.text.startswith("run ")
+        )
+        own = messages[start:]
+        n = sum(isinstance(m, AssistantTurn) for m in own) + 1
+        first = own[0]
+        assert isinstance(first, UserMessage)
         run_id = first.text.removeprefix("run ")
-        await asyncio.to_thread(self.ledger.model_request, run_id, n)
-        return await self.inner.complete(system_prompt, messages, tools, output=output)
+        prefix = sessions.digest(messages[:start]) if start else None
+        await asyncio.to_thread(self.ledger.model_request, run_id, n, prefix)
+        return await self.inner.complete(system_prompt, own, tools, output=output)
 
 
 def build(script: str, tools: Sequence[Tool], ledger: Ledger) -> Agent[Any]:

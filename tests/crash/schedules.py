@@ -526,6 +526,19 @@ def typed_points() -> list[Schedule]:
     ]
 
 
+def session_points() -> list[Schedule]:
+    """The second message of a two-message session (the first ran cleanly), killed before and
+    after its turns are recorded, after a charge's marker (it halts: a person resolves it) and
+    before its end: each resume must show the model the first message exactly as before."""
+    g = "two-message session"
+    out = [
+        point(g, crash, "mixed", session=True)
+        for crash in ("model.after_answer@1", "turn.after_record@2", "end.before_marker@1")
+    ]
+    out.append(point(g, "attempt.after_marker@3", SE, session=True, expect=CUT[SE]))
+    return out
+
+
 def on_postgres(schedule: Schedule) -> Schedule:
     """The same schedule with its journal in a fresh PostgreSQL database."""
     group = f"{schedule.group} (PostgreSQL)"
@@ -587,7 +600,8 @@ def every_named() -> Iterable[Schedule]:
     yield from reconciled_points(slow=True)
     yield from stalls(slow=True)
     yield from typed_points()
-    for schedule in typed_points():
+    yield from session_points()
+    for schedule in (*typed_points(), *session_points()):
         yield on_postgres(schedule)
     for schedule in per_commit():
         yield on_postgres(schedule)
