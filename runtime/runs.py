@@ -18,12 +18,21 @@ from runtime.journal import Journal, RunRow
 from runtime.messages import Usage
 from runtime.ownership import Lease, is_alive
 from runtime.records import Record
-from runtime.sessions import SESSION_PREFIX
+from runtime.sessions import SESSION_PREFIX, messages_of
 from runtime.state import RunState
 from runtime.stops import Stop, halted_on, in_flight_on, status_of, stopped_on, waiting_on
 from runtime.timeline import UNREADABLE, Unreadable, read
 
-__all__ = ["ORPHANED", "Page", "Row", "list_page", "records_of", "row_of"]
+__all__ = [
+    "ORPHANED",
+    "Page",
+    "Row",
+    "list_page",
+    "list_sessions",
+    "records_of",
+    "row_of",
+    "session_runs",
+]
 
 ORPHANED = "orphaned"
 """The status of a run that is not finished and that no live process drives."""
@@ -231,3 +240,39 @@ def _facts(driving: Lease | None, submitted: bool) -> Callable[[RunState], _Fact
         )
 
     return facts
+
+
+async def list_sessions(journal: Journal, *, limit: int = 50) -> list[dict[str, Any]]:
+    """The journal's sessions, newest first: each with its number of messages, its last run
+    and that run's status (``runtime.sessions``)."""
+    page = await journal.list_runs(prefix=SESSION_PREFIX, limit=max(1, limit))
+    found: list[dict[str, Any]] = []
+    for r in page.runs:
+        name = r.run_id.removeprefix(SESSION_PREFIX)
+        messages = await messages_of(journal.store, name)
+        last = messages[-1].run_id if messages else None
+        status = None
+        if last is not None and (row := await journal.run_row(last)) is not None:
+            status = (await row_of(journal, row)).status
+        found.append(
+            {"session": name, "messages": len(messages), "last_run": last, "status": status}
+        )
+    return found
+
+
+async def session_runs(journal: Journal, name: str) -> list[dict[str, Any]]:
+    """A session's runs in order (empty if there is no such session)."""
+    runs: list[dict[str, Any]] = []
+    for m in await messages_of(journal.store, name):
+        row = await journal.run_row(m.run_id)
+        told = await row_of(journal, row) if row is not None else None
+        runs.append(
+            {
+                "k": m.k,
+                "run_id": m.run_id,
+                "status": told.status if told is not None else "never-started",
+                "turns": told.turns if told is not None else 0,
+                "usage": told.usage.to_json() if told is not None else None,
+            }
+        )
+    return runs

@@ -18,7 +18,15 @@ from runtime.runs import Page, Row
 from runtime.telling import Event
 from runtime.timeline import Timeline
 
-__all__ = ["durations", "error_page", "resume_command", "run_page", "runs_page"]
+__all__ = [
+    "durations",
+    "error_page",
+    "resume_command",
+    "run_page",
+    "runs_page",
+    "session_page",
+    "sessions_page",
+]
 
 
 def _age(ms: int, now_ms: int) -> str:
@@ -130,9 +138,10 @@ def run_page(
     if tl.spec:
         facts.append(Html("<dt>spec</dt><dd><code>{s}</code></dd>").format(s=tl.spec))
     if tl.session is not None:
+        name = str(tl.session.get("id"))
         facts.append(
-            Html("<dt>session</dt><dd>{s} (message {k})</dd>").format(
-                s=str(tl.session.get("id")), k=str(tl.session.get("k"))
+            Html("<dt>session</dt><dd><a href='sessions?{q}'>{s}</a> (message {k})</dd>").format(
+                q=urlencode({"name": name}), s=name, k=str(tl.session.get("k"))
             )
         )
     facts.append(Html("<dt>turns</dt><dd>{n}</dd>").format(n=tl.turns))
@@ -290,3 +299,41 @@ def error_page(title: str, text: str, *, links: Sequence[tuple[str, str]] = ()) 
         f"bide: {title}",
         Html("<h1>{t}</h1><p>{x}</p><p>{nav}</p>").format(t=title, x=text, nav=nav),
     )
+
+
+def sessions_page(found: Sequence[Mapping[str, Any]]) -> Html:
+    """The journal's sessions, each with its last run and that run's status."""
+    rows = [
+        Html(
+            "<tr><td><a href='sessions?{q}'>{name}</a></td><td class=num>{n}</td>"
+            "<td>{last}</td><td>{badge}</td></tr>"
+        ).format(
+            q=urlencode({"name": s["session"]}),
+            name=s["session"],
+            n=s["messages"],
+            last=_run_link(s["last_run"]) if s["last_run"] else Html(""),
+            badge=badge(s["status"]) if s["status"] else Html(""),
+        )
+        for s in found
+    ]
+    body = Html(
+        "<h1>Sessions</h1><table id=sessions><thead><tr><th>session</th><th>messages</th>"
+        "<th>last run</th><th>its status</th></tr></thead><tbody>{rows}</tbody></table>"
+    ).format(rows=join(rows))
+    return page("bide: sessions", body)
+
+
+def session_page(name: str, runs: Sequence[Mapping[str, Any]]) -> Html:
+    """One session's runs, in order: a session runs one message at a time."""
+    rows = [
+        Html(
+            "<tr><td class=num>{k}</td><td>{link}</td><td>{badge}</td><td class=num>{turns}</td>"
+            "</tr>"
+        ).format(k=r["k"], link=_run_link(r["run_id"]), badge=badge(r["status"]), turns=r["turns"])
+        for r in runs
+    ]
+    body = Html(
+        "<h1>Session {name}</h1><table id=session-runs><thead><tr><th>#</th><th>run id</th>"
+        "<th>status</th><th>turns</th></tr></thead><tbody>{rows}</tbody></table>"
+    ).format(name=name, rows=join(rows))
+    return page(f"bide: session {name}", body)
