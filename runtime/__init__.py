@@ -43,6 +43,7 @@ if typing.TYPE_CHECKING:
     from runtime.records import Record
     from runtime.result import Halt, RunResult, RunStatus, Waiting
     from runtime.retry import RetryingModel, RetryPolicy
+    from runtime.sessions import Session
     from runtime.state import CallState, RunState
     from runtime.tools import Safety, Tool, ToolContext, ToolSpec
     from runtime.worker import Worker
@@ -87,6 +88,7 @@ __all__ = [
     "RunStatus",
     "Safety",
     "SchemaError",
+    "Session",
     "SessionBusy",
     "StorageError",
     "Store",
@@ -160,6 +162,7 @@ _WHERE = {
     "Waiting": "runtime.result",
     "RetryPolicy": "runtime.retry",
     "RetryingModel": "runtime.retry",
+    "Session": "runtime.sessions",
     "CallState": "runtime.state",
     "RunState": "runtime.state",
     "Safety": "runtime.tools",

@@ -25,7 +25,7 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from runtime import records as R
 from runtime.errors import ConfigError, SessionBusy
@@ -35,10 +35,18 @@ from runtime.state import RunState
 from runtime.store.codec import unstorable_text
 from runtime.store.protocol import Store
 
+if TYPE_CHECKING:
+    from runtime.agent import Agent
+    from runtime.journal.journal import Journal
+    from runtime.result import RunResult
+
+T = TypeVar("T")
+
 __all__ = [
     "SESSION_PREFIX",
     "HistoryHook",
     "Opening",
+    "Session",
     "SessionMessage",
     "claim",
     "last_exchanges",
@@ -82,6 +90,29 @@ class Opening:
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.session, "k": self.k, "after": list(self.after), "history": self.digest}
+
+
+class Session:
+    """A handle on one session of a journal: ``await Session("ticket-42", journal).send(agent,
+    run_id, message)`` is ``agent.run(run_id, message, session="ticket-42", journal=journal)``."""
+
+    def __init__(self, name: str, journal: Journal):
+        journal_id(name)  # a bad name fails here
+        self.name = name
+        self.journal = journal
+
+    async def send(
+        self, agent: Agent[T], run_id: str, message: str, *, wait: float | None = None
+    ) -> RunResult[T]:
+        """Drive ``message`` as the session's next run (or resume it, if it is one already)."""
+        return await agent.run(run_id, message, session=self.name, journal=self.journal, wait=wait)
+
+    async def runs(self) -> list[str]:
+        """The session's runs, in order."""
+        return [m.run_id for m in await messages_of(self.journal.store, self.name)]
+
+    def __repr__(self) -> str:
+        return f"<Session {self.name}>"
 
 
 def journal_id(session: str) -> str:

@@ -18,6 +18,7 @@ from runtime import (
     Journal,
     RunStatus,
     Safety,
+    Session,
     SessionBusy,
     ToolCall,
     ToolSpec,
@@ -193,6 +194,17 @@ def test_token_budget_keeps_the_latest_whole_exchanges() -> None:
     assert token_budget(60)(exchanges) == exchanges[2:]  # about 180 characters
     assert token_budget(1000)(exchanges) == exchanges
     assert token_budget(1)(exchanges) == []
+
+
+async def test_a_session_handle_sends_messages_in_order(journal: Journal) -> None:
+    session = Session("h", journal)
+    agent = Agent(model=Echo(), tools=[note])
+    first = await session.send(agent, "h1", "one")
+    second = await session.send(agent, "h2", "two")
+    assert (first.output, second.output) == ("saw 3", "saw 7")
+    assert await session.runs() == ["h1", "h2"]
+    with pytest.raises(ConfigError, match="session name"):
+        Session("", journal)
 
 
 async def test_session_names_and_run_ids_are_checked(journal: Journal) -> None:
