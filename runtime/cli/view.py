@@ -11,6 +11,7 @@ from runtime.errors import ConfigError, ProtocolError
 from runtime.ownership import is_alive
 from runtime.result import RunStatus
 from runtime.runs import ORPHANED, list_page, records_of
+from runtime.sessions import SESSION_PREFIX
 from runtime.stops import (
     NEVER_STARTED,
 )
@@ -112,6 +113,12 @@ def _show_arguments(parser: argparse.ArgumentParser) -> None:
 
 async def _show(inv: Invocation) -> int:
     run_id = inv.args.run_id
+    if run_id.startswith(SESSION_PREFIX):
+        name = run_id.removeprefix(SESSION_PREFIX)
+        raise ConfigError(
+            f"{run_id!r} is the journal of session {name!r}, not a run: "
+            f"`{inv.command('sessions', name)}` lists its runs"
+        )
     async with inv.journal(migrate=False) as journal:
         records = await records_of(journal, run_id)
         if records is None:

@@ -31,6 +31,8 @@ def test_a_session_of_two_messages_listed_and_shown(cli: Cli, db_path: Path) -> 
     assert "session t-1 message 2" in cli("show", *db, "m2").out
     shown = cli("show", *db, "m2", "--json").json()
     assert (shown["session"]["id"], shown["session"]["after"]) == ("t-1", ["m1"])
+    shown_journal = cli("show", *db, "session:t-1")
+    assert shown_journal.code == 2 and "sessions --db" in shown_journal.err
     # The session's own journal is no run: list shows the two messages only.
     assert [r["run_id"] for r in cli("list", *db, "--json").json()["runs"]] == ["m2", "m1"]
 
