@@ -8,10 +8,11 @@ import json
 
 import pydantic
 
-from runtime import Agent, Journal, RunStatus
+from runtime import Agent, Journal, RunStatus, Usage, UsageLimits, UserMessage
 from runtime.output import OUTPUT_TOOL
 from tests.adapters.models.conftest import Models
 from tests.adapters.models.provider_server import (
+    JSONReply,
     ProviderServer,
     SSEReply,
     anthropic_events,
@@ -82,3 +83,46 @@ async def test_anthropic_asks_for_the_output_tool(
     told = second.body["messages"][-1]["content"][0]
     assert told["type"] == "tool_result" and told["tool_use_id"] == "toolu_A"
     assert told["is_error"] is True and "cents" in told["content"]
+
+
+async def test_a_cost_the_server_reports_is_kept_and_limited(
+    server: ProviderServer, models: Models, journal: Journal
+) -> None:
+    def answer(text: str, cost: object) -> JSONReply:
+        return JSONReply(
+            {
+                "id": "chatcmpl-1",
+                "object": "chat.completion",
+                "created": 1,
+                "model": "test-model",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": text},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": 10,
+                    "completion_tokens": 2,
+                    "total_tokens": 12,
+                    "cost": cost,
+                },
+            }
+        )
+
+    server.script(answer('{"customer": "ann"}', 0.004), answer("{}", "free"))
+    agent = Agent(
+        model=models.openai(stream=False),
+        output_type=Invoice,
+        output_retries=3,
+        usage_limits=UsageLimits(cost=0.003),
+    )
+    result = await agent.run("r", "bill ann", journal=journal)
+    assert result.status is RunStatus.FAILED
+    assert result.usage == Usage(10, 2, 0.004)
+    assert result.error == "usage limit cost=0.003 exceeded: 0.004 spent"
+    assert len(server.received) == 1  # over the limit before a second request
+    # A cost that is not a number is not a cost.
+    turn = await models.openai(stream=False).complete(None, [UserMessage("hi")], [])
+    assert turn.usage == Usage(10, 2)
