@@ -39,7 +39,7 @@ from runtime.ownership import Owner
 from runtime.records import Appended, Entry, Record
 from runtime.redact import clean
 from runtime.result import Halt, RunResult, RunStatus, Waiting
-from runtime.sessions import Opening, pinned_prefix
+from runtime.sessions import Opening, Summary, pinned_prefix, summarized
 from runtime.state import CallState, RunState
 from runtime.store.codec import unstorable, unstorable_text
 from runtime.store.protocol import Store
@@ -136,6 +136,8 @@ class RunDrive:
         """For a session's new message: its place, pinned in the start record."""
         self.prefix: Sequence[Message] = ()
         """A session's earlier messages, as the model sees them before this run's."""
+        self.summarized = False
+        """Whether ``prefix`` went through the agent's ``Summary`` (``runtime.sessions``)."""
         self._committing: asyncio.Future[None] | None = None
         """Set while an append commits records written ahead: the drive's other appends wait."""
 
@@ -563,6 +565,9 @@ class RunDrive:
         agent, messages = self.agent, self.conversation.messages(self.state)
         n = len(self.state.turns) + 1
         output, tools = None, agent.specs
+        if isinstance(agent.session_history, Summary) and not self.summarized:
+            self.prefix = await summarized(self, agent.session_history, self.prefix)
+            self.summarized = True
         if self.prefix:  # a session's earlier messages (runtime.sessions)
             messages = [*self.prefix, *messages]  # type: ignore[assignment]
         if agent.output is not None:  # runtime.output: how the model is asked for the answer

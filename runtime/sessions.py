@@ -38,6 +38,7 @@ from runtime.store.protocol import Store
 if TYPE_CHECKING:
     from runtime.agent import Agent
     from runtime.journal.journal import Journal
+    from runtime.loop import RunDrive
     from runtime.result import RunResult
 
 T = TypeVar("T")
@@ -48,6 +49,7 @@ __all__ = [
     "Opening",
     "Session",
     "SessionMessage",
+    "Summary",
     "claim",
     "last_exchanges",
     "messages_of",
@@ -303,3 +305,51 @@ def token_budget(tokens: int, *, chars_per_token: int = 4) -> HistoryHook:
         return [m for exchange in kept for m in exchange]
 
     return keep
+
+
+SUMMARY = "summary"
+"""The key and kind of the record holding the summary a run's model wrote of the earlier
+messages (``Summary``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """History control: the model sees the last ``keep`` earlier messages whole, and the ones
+    before them as a summary the agent's model writes (asked with ``instruction``) before the
+    run's first turn, journaled in the run as a ``summary`` record: a resume reads it back and
+    never asks for it again. Pass it as ``Agent(session_history=Summary(keep=2))``."""
+
+    keep: int = 1
+    instruction: str = (
+        "Summarize the conversation so far in a few sentences: the facts, decisions and open "
+        "questions a reader needs to carry on. Answer with the summary only."
+    )
+    preface: str = "A summary of the earlier conversation: "
+
+    def __post_init__(self) -> None:
+        if isinstance(self.keep, bool) or not isinstance(self.keep, int) or self.keep < 0:
+            raise ConfigError("Summary.keep is a count >= 0")
+
+    def __call__(self, messages: Sequence[Message]) -> Sequence[Message]:
+        return messages  # what it pins is every earlier message; ``summarized`` shortens them
+
+
+async def summarized(drive: RunDrive, summary: Summary, prefix: Sequence[Message]) -> list[Message]:
+    """``prefix`` with its messages before the last ``keep`` replaced by the summary this run
+    journaled of them, asking the model for it the first time."""
+    exchanges = _exchanges(prefix)
+    if len(exchanges) <= summary.keep:
+        return list(prefix)
+    cut = len(exchanges) - summary.keep
+    older = [m for exchange in exchanges[:cut] for m in exchange]
+    kept = [m for exchange in exchanges[cut:] for m in exchange]
+    record = await drive.store.get(drive.run_id, SUMMARY)
+    if record is None:
+        agent = drive.agent
+        asked = [*older, UserMessage(summary.instruction)]
+        turn = await agent._retrying_model.complete(agent.system_prompt, asked, ())
+        payload = {"text": turn.text or "", "covers": cut, "usage": turn.usage.to_json()}
+        record = (await drive.append(SUMMARY, SUMMARY, payload, unless=R.CANCEL)).record
+        if record is None:  # refused by a cancel request: the drive ends without a turn
+            return list(prefix)
+    return [UserMessage(summary.preface + str(record.payload.get("text", ""))), *kept]

@@ -29,7 +29,7 @@ from runtime.errors import ConfigError
 from runtime.journal import Resolution
 from runtime.messages import Message, ToolResultMessage, UserMessage
 from runtime.runs import list_page
-from runtime.sessions import last_exchanges, messages_of, token_budget
+from runtime.sessions import Summary, last_exchanges, messages_of, token_budget
 from tests.conftest import ROOT, child_env
 
 
@@ -296,3 +296,45 @@ async def test_two_processes_sending_to_one_session_never_interleave(
     second_start = await journal.store.get(order[1], R.START)
     assert first_end is not None and second_start is not None
     assert second_start.seq > first_end.seq or second_start.created_ms >= first_end.created_ms
+
+
+class Summarizing(Echo):
+    """Echo, which also answers a request for a summary, naming how many messages it read."""
+
+    async def complete(
+        self, system_prompt: str | None, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> AssistantTurn:
+        last = messages[-1]
+        if isinstance(last, UserMessage) and last.text == Summary().instruction:
+            self.shown.append(list(messages))
+            if len(self.shown) == self.die_at:
+                raise SystemExit("killed")
+            return AssistantTurn(text=f"they talked ({len(messages) - 1} messages)")
+        return await super().complete(system_prompt, messages, tools)
+
+
+async def test_a_summary_the_model_writes_is_journaled_and_read_back_on_resume(
+    journal: Journal,
+) -> None:
+    plain = Agent(model=Echo(), tools=[note])
+    for n in (1, 2):
+        await plain.run(f"m{n}", f"message {n}", session="s", journal=journal)
+    dying = Summarizing(die_at=3)  # the summary, the first turn, then dies asking the second
+    summed = Agent(model=dying, tools=[note], session_history=Summary(keep=1))
+    with pytest.raises(SystemExit):
+        await summed.run("m3", "message 3", session="s", journal=journal)
+    asked, first_turn = dying.shown[0], dying.shown[1]
+    assert asked[0] == UserMessage("message 1") and len(asked) == 5  # message 1's exchange
+    assert first_turn[0] == UserMessage(
+        "A summary of the earlier conversation: they talked (4 messages)"
+    )
+    assert first_turn[1] == UserMessage("message 2")
+    record = await journal.store.get("m3", "summary")
+    assert record is not None and record.payload["covers"] == 1
+    fresh = Summarizing()
+    resumed = await Agent(model=fresh, tools=[note], session_history=Summary(keep=1)).resume(
+        "m3", journal=journal
+    )
+    assert resumed.status is RunStatus.COMPLETED
+    (again,) = fresh.shown  # no second summary: it was read from the journal
+    assert again[: len(first_turn)] == first_turn
