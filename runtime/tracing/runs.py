@@ -131,7 +131,9 @@ def finished(result: RunResult[Any]) -> None:
     if status is RunStatus.FAILED:
         span.set_status(Status(StatusCode.ERROR, "the run failed"))
     if settings.capture_content and result.output is not None:
-        output = [text_message("assistant", result.output)]
+        answer = result.to_json()["output"]  # a typed output as its JSON
+        text = answer if isinstance(answer, str) else json_text(answer)
+        output = [text_message("assistant", text)]
         span.set_attribute("gen_ai.output.messages", json_text(output))
 
 
