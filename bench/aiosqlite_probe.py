@@ -27,7 +27,8 @@ import sqlite3
 from runtime.journal import SQLiteStore
 from runtime.records import Record
 from runtime.store.codec import decode, encode
-from runtime.store.sqlite import batch, setup
+from runtime.store.decide import check_format
+from runtime.store.sqlite import batch
 
 PAYLOAD = {"value": "x" * 180}
 LOAD = (
@@ -87,7 +88,7 @@ async def b3_aiosqlite(path: str, run: str) -> float:
         t = time.perf_counter()
         async with conn.execute(HEADER, (run,)) as cursor:
             (header,) = await cursor.fetchall()
-        setup.check_format(run, header[0])
+        check_format(run, header[0])
         async with conn.execute(LOAD, (run, 0)) as cursor:
             rows = await cursor.fetchall()
         records = [

@@ -17,7 +17,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.anchors import RawSampler, bracket, header, measure, spread
 from runtime.journal import SQLiteStore
-from runtime.store.sqlite import batch, writer
+from runtime.store import ops
+from runtime.store.sqlite import writer
 
 PAYLOAD = {"value": "x" * 180}
 
@@ -65,14 +66,14 @@ async def b4(path: str, runs: int, records_per_run: int) -> tuple[float, int]:
         return runs * (records_per_run + 1) / elapsed, store.commits - before
 
 
-def _apply_nothing(conn: object, ops: list[batch.Op], now: int, limit: int) -> list[object]:
+def _apply_nothing(conn: object, ops: list[ops.Op], now: int, limit: int) -> list[object]:
     """A writer batch that writes no row: what is left is the store and the thread hand-off."""
     out: list[object] = []
     for i, op in enumerate(ops):
-        if isinstance(op, batch.AppendOp):
+        if isinstance(op, ops.AppendOp):
             out.append((True, False, i, op.kind, op.codec, op.payload, now))
         else:
-            out.append(True if isinstance(op, batch.CreateOp) else None)
+            out.append(True if isinstance(op, ops.CreateOp) else None)
     return out
 
 

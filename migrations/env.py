@@ -43,12 +43,12 @@ def main() -> None:
     if connection is not None:
         _run(connection)
         return
-    from runtime.store.migrate import migration_engine
+    from runtime.store.sqlite.migrate import migration_engine
 
     url = context.get_x_argument(as_dictionary=True).get("url") or config.get_main_option(
         "sqlalchemy.url"
     )
-    from runtime.store.postgres.connect import is_postgres_url
+    from runtime.store.urls import is_postgres_url
 
     if url and is_postgres_url(url):
         import asyncio

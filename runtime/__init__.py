@@ -4,7 +4,7 @@ import importlib
 import typing
 
 if typing.TYPE_CHECKING:
-    from runtime.agent import Agent
+    from runtime.agent import Agent, Session
     from runtime.approval import ApprovalPolicy, Decision, Tally, single_approval
     from runtime.errors import (
         BideError,
@@ -43,7 +43,6 @@ if typing.TYPE_CHECKING:
     from runtime.records import Record
     from runtime.result import Halt, RunResult, RunStatus, Waiting
     from runtime.retry import RetryingModel, RetryPolicy
-    from runtime.sessions import Session
     from runtime.state import CallState, RunState
     from runtime.tools import Safety, Tool, ToolContext, ToolSpec
     from runtime.worker import Worker
@@ -162,7 +161,7 @@ _WHERE = {
     "Waiting": "runtime.result",
     "RetryPolicy": "runtime.retry",
     "RetryingModel": "runtime.retry",
-    "Session": "runtime.sessions",
+    "Session": "runtime.agent",
     "CallState": "runtime.state",
     "RunState": "runtime.state",
     "Safety": "runtime.tools",

@@ -18,6 +18,7 @@ from runtime.errors import (
 )
 from runtime.functions import FunctionTool
 from runtime.journal.journal import Journal
+from runtime.jsontext import unstorable, unstorable_text
 from runtime.limits import UsageLimits
 from runtime.logs import get_logger
 from runtime.loop import RunDrive
@@ -25,19 +26,19 @@ from runtime.model import Model
 from runtime.output import OUTPUT_TOOL, OutputType, accepts_output
 from runtime.result import RunResult
 from runtime.retry import MODEL_RETRY, TOOL_RETRY, RetryingModel, RetryPolicy
-from runtime.sessions import SESSION_PREFIX, HistoryHook, claim
-from runtime.store.codec import unstorable, unstorable_text
+from runtime.sessions import SESSION_PREFIX, HistoryHook, claim, journal_id, messages_of
 from runtime.tools import (
     Tool,
     ToolSpec,
     validate_tool_name,
 )
 
-__all__ = ["Agent"]
+__all__ = ["Agent", "Session"]
 
 log = get_logger(__name__)
 
 OutputT = TypeVar("OutputT")
+T2 = TypeVar("T2")
 
 
 class Agent(Generic[OutputT]):
@@ -300,3 +301,26 @@ def _validator(name: str, schema: Mapping[str, Any]) -> Any:
     except jsonschema.exceptions.SchemaError as exc:
         raise ConfigError(f"tool {name}: invalid input schema: {exc.message}") from exc
     return cls(schema)
+
+
+class Session:
+    """A handle on one session of a journal: ``await Session("ticket-42", journal).send(agent,
+    run_id, message)`` is ``agent.run(run_id, message, session="ticket-42", journal=journal)``."""
+
+    def __init__(self, name: str, journal: Journal):
+        journal_id(name)  # a bad name fails here
+        self.name = name
+        self.journal = journal
+
+    async def send(
+        self, agent: Agent[T2], run_id: str, message: str, *, wait: float | None = None
+    ) -> RunResult[T2]:
+        """Drive ``message`` as the session's next run (or resume it, if it is one already)."""
+        return await agent.run(run_id, message, session=self.name, journal=self.journal, wait=wait)
+
+    async def runs(self) -> list[str]:
+        """The session's runs, in order."""
+        return [m.run_id for m in await messages_of(self.journal.store, self.name)]
+
+    def __repr__(self) -> str:
+        return f"<Session {self.name}>"

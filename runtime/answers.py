@@ -5,24 +5,44 @@ again). Used by ``runtime.loop`` only when the agent has an ``output_type`` or o
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from runtime import records as R
+from runtime.drive import DrivenAgent
 from runtime.logs import get_logger
 from runtime.output import OUTPUT_TOOL, Invalid, is_output_call, retries_used
+from runtime.records import Appended
 from runtime.redact import clean
 from runtime.state import CallState, RunState
 from runtime.tools import Safety
 
-if TYPE_CHECKING:
-    from runtime.agent import Agent
-    from runtime.loop import RunDrive
-
-__all__ = ["Answered", "Rejected", "settle", "verdict"]
+__all__ = ["AnswerDrive", "Answered", "Rejected", "settle", "verdict"]
 
 log = get_logger(__name__)
+
+
+class AnswerDrive(Protocol):
+    """What settling answers needs of its drive (``runtime.loop.RunDrive`` is one)."""
+
+    @property
+    def agent(self) -> DrivenAgent: ...
+
+    @property
+    def state(self) -> RunState: ...
+
+    async def append(
+        self,
+        key: str,
+        kind: str,
+        payload: Any,
+        *,
+        unless: str | None = None,
+        index: Mapping[str, Any] | None = None,
+        after_end: bool = False,
+        release: bool = False,
+    ) -> Appended: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +60,7 @@ class Rejected:
     error: str
 
 
-async def settle(drive: RunDrive, pending: Sequence[CallState]) -> list[CallState]:
+async def settle(drive: AnswerDrive, pending: Sequence[CallState]) -> list[CallState]:
     """Record the results of the pending calls the runtime answers itself, and return the
     others (the tools to run): the output tool's call (validated, never run), and any output
     call after the turn's first (refused: a run's output is given once)."""
@@ -78,7 +98,7 @@ async def settle(drive: RunDrive, pending: Sequence[CallState]) -> list[CallStat
 
 
 async def _record(
-    drive: RunDrive, cs: CallState, *, value: Any = None, error: tuple[str, str] | None = None
+    drive: AnswerDrive, cs: CallState, *, value: Any = None, error: tuple[str, str] | None = None
 ) -> None:
     call, k = cs.call, cs.attempt
     payload: dict[str, Any] = {
@@ -96,7 +116,7 @@ async def _record(
     await drive.append(R.result_key(call.id, k), R.RESULT, payload)
 
 
-def verdict(agent: Agent[Any], state: RunState) -> Answered | Rejected | None:
+def verdict(agent: DrivenAgent, state: RunState) -> Answered | Rejected | None:
     """What the last turn, every call of it settled, means for the run: its output, a
     failure, or ``None`` (ask the model again)."""
     turn = state.turns[-1]

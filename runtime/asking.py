@@ -15,10 +15,10 @@ from runtime import tracing
 from runtime.approval import ApprovalPolicy, tally
 from runtime.drive import Drive, Misuse
 from runtime.errors import ConfigError, ToolError
+from runtime.jsontext import unstorable_text
 from runtime.logs import get_logger
 from runtime.result import Waiting
 from runtime.state import CallState
-from runtime.store.codec import unstorable_text
 from runtime.tools import Interrupted, Safety, Tool
 
 __all__ = ["PROCEED", "Denied", "Proceed", "gate", "interrupter", "policies"]

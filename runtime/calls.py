@@ -20,12 +20,12 @@ from runtime.asking import Denied, policies
 from runtime.drive import CANCELLED, RECORDED, Drive, Misuse, Outcome, Recorded, RunEnded
 from runtime.errors import StorageError, ToolError, ToolOutcomeUnknown
 from runtime.handles import cancel_handles, handle_recorder
+from runtime.jsontext import unstorable
 from runtime.logs import get_logger
 from runtime.records import Appended
 from runtime.redact import clean
 from runtime.result import Halt, Waiting
 from runtime.state import CallState
-from runtime.store.codec import unstorable
 from runtime.tools import (
     Interrupted,
     Safety,

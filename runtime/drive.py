@@ -7,16 +7,20 @@ narrow handle: the run's identity, the agent's tools, the lease, and the one way
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from runtime.errors import ConfigError
 from runtime.holding import Holding
+from runtime.limits import UsageLimits
+from runtime.model import Model
+from runtime.output import OutputType
 from runtime.records import Appended
 from runtime.result import Halt, Waiting
-from runtime.retry import RetryPolicy
-from runtime.tools import Tool
+from runtime.retry import RetryingModel, RetryPolicy
+from runtime.sessions import HistoryHook
+from runtime.tools import Tool, ToolSpec
 
 __all__ = [
     "CANCELLED",
@@ -24,6 +28,7 @@ __all__ = [
     "AgentTools",
     "Cancelled",
     "Drive",
+    "DrivenAgent",
     "Misuse",
     "Outcome",
     "Recorded",
@@ -71,6 +76,53 @@ class AgentTools(Protocol):
     def tool_retry(self) -> RetryPolicy: ...
 
     def validate_arguments(self, tool: str, arguments: Any) -> str | None: ...
+
+
+class DrivenAgent(AgentTools, Protocol):
+    """What a run's drive needs of its agent (``runtime.agent.Agent`` is one): the drive is
+    below the agent that starts it, and knows it by this shape alone."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def model(self) -> Model: ...
+
+    @property
+    def system_prompt(self) -> str | None: ...
+
+    @property
+    def specs(self) -> Sequence[ToolSpec]: ...
+
+    @property
+    def max_turns(self) -> int: ...
+
+    @property
+    def max_concurrency(self) -> int: ...
+
+    @property
+    def _retrying_model(self) -> RetryingModel: ...
+
+    @property
+    def output(self) -> OutputType[Any] | None: ...
+
+    @property
+    def output_tools(self) -> frozenset[str]: ...
+
+    @property
+    def output_retries(self) -> int: ...
+
+    @property
+    def answers(self) -> bool: ...
+
+    @property
+    def asks_output(self) -> bool: ...
+
+    @property
+    def usage_limits(self) -> UsageLimits | None: ...
+
+    @property
+    def session_history(self) -> HistoryHook | None: ...
 
 
 class Drive(Protocol):

@@ -34,12 +34,9 @@ which call it concerns without parsing the message. Messages are redacted when t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from runtime.redact import clean
-
-if TYPE_CHECKING:
-    from runtime.ownership import Lease
 
 __all__ = [
     "BideError",
@@ -192,11 +189,34 @@ class OwnershipError(BideError):
     """Who drives a run: a second driver is refused, and a drive that lost its lease stops."""
 
 
+class HeldLease(Protocol):
+    """What ``RunBusy.lease`` tells of the lease that refused a drive: it is a
+    ``runtime.ownership.Lease`` (typed here by its shape, so that the errors import nothing
+    above them)."""
+
+    @property
+    def run_id(self) -> str: ...
+
+    @property
+    def epoch(self) -> int: ...
+
+    @property
+    def owner(self) -> Any: ...
+
+    @property
+    def expires_ms(self) -> int: ...
+
+    @property
+    def live(self) -> bool: ...
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
 class RunBusy(OwnershipError):
     """The run's lease is held by a live owner: it is being driven elsewhere. ``lease`` names
     the owner and when the lease expires; wait for it, or let that owner finish."""
 
-    def __init__(self, message: str, *, lease: Lease, run_id: str | None = None):
+    def __init__(self, message: str, *, lease: HeldLease, run_id: str | None = None):
         super().__init__(message, run_id=run_id)
         self.lease = lease
 

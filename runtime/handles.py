@@ -11,9 +11,9 @@ from typing import Any
 from runtime import records as R
 from runtime.drive import Drive, Misuse
 from runtime.errors import ConfigError, ToolOutcomeUnknown
+from runtime.jsontext import unstorable
 from runtime.logs import get_logger
 from runtime.state import CallState
-from runtime.store.codec import unstorable
 from runtime.tools import Safety, ToolContext, handle_canceller
 
 __all__ = ["HANDLE_CANCEL_TIMEOUT", "cancel_handles", "handle_recorder"]

@@ -14,14 +14,14 @@ import time
 from collections.abc import Awaitable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 
 from runtime import answers, faults, history, tracing
 from runtime import records as R
 from runtime.calls import Calls
-from runtime.drive import Cancelled, Outcome, RunEnded
+from runtime.drive import Cancelled, DrivenAgent, Outcome, RunEnded
 from runtime.errors import (
     BudgetError,
     ConfigError,
@@ -31,6 +31,7 @@ from runtime.errors import (
 )
 from runtime.holding import Holding
 from runtime.journal.journal import Journal
+from runtime.jsontext import unstorable, unstorable_text
 from runtime.limits import spent
 from runtime.logs import get_logger
 from runtime.messages import AssistantTurn, Message
@@ -39,18 +40,15 @@ from runtime.ownership import Owner
 from runtime.records import Appended, Entry, Record
 from runtime.redact import clean
 from runtime.result import Halt, RunResult, RunStatus, Waiting
-from runtime.sessions import Opening, Summary, pinned_prefix, summarized
+from runtime.sessions import Opening, Summary, pinned_prefix
 from runtime.state import CallState, RunState
-from runtime.store.codec import unstorable, unstorable_text
 from runtime.store.protocol import Store
+from runtime.summaries import summarized
 from runtime.tools import (
     KEY_SCHEME,
     ToolSpec,
 )
 from runtime.turns import Conversation, check_turn, plan_of
-
-if TYPE_CHECKING:
-    from runtime.agent import Agent
 
 __all__ = ["RunDrive", "replay"]
 
@@ -94,7 +92,7 @@ class RunDrive:
 
     def __init__(
         self,
-        agent: Agent[Any],
+        agent: DrivenAgent,
         journal: Journal,
         run_id: str,
         *,

@@ -25,32 +25,24 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
 from runtime import records as R
 from runtime.errors import ConfigError, SessionBusy
+from runtime.jsontext import unstorable_text
 from runtime.messages import AssistantTurn, Message, ToolResultMessage, UserMessage
 from runtime.output import as_conversation
 from runtime.state import RunState
-from runtime.store.codec import unstorable_text
 from runtime.store.protocol import Store
-
-if TYPE_CHECKING:
-    from runtime.agent import Agent
-    from runtime.journal.journal import Journal
-    from runtime.loop import RunDrive
-    from runtime.result import RunResult
-
-T = TypeVar("T")
 
 __all__ = [
     "SESSION_PREFIX",
     "HistoryHook",
     "Opening",
-    "Session",
     "SessionMessage",
     "Summary",
     "claim",
+    "exchanges_of",
     "last_exchanges",
     "messages_of",
     "pinned_prefix",
@@ -92,29 +84,6 @@ class Opening:
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.session, "k": self.k, "after": list(self.after), "history": self.digest}
-
-
-class Session:
-    """A handle on one session of a journal: ``await Session("ticket-42", journal).send(agent,
-    run_id, message)`` is ``agent.run(run_id, message, session="ticket-42", journal=journal)``."""
-
-    def __init__(self, name: str, journal: Journal):
-        journal_id(name)  # a bad name fails here
-        self.name = name
-        self.journal = journal
-
-    async def send(
-        self, agent: Agent[T], run_id: str, message: str, *, wait: float | None = None
-    ) -> RunResult[T]:
-        """Drive ``message`` as the session's next run (or resume it, if it is one already)."""
-        return await agent.run(run_id, message, session=self.name, journal=self.journal, wait=wait)
-
-    async def runs(self) -> list[str]:
-        """The session's runs, in order."""
-        return [m.run_id for m in await messages_of(self.journal.store, self.name)]
-
-    def __repr__(self) -> str:
-        return f"<Session {self.name}>"
 
 
 def journal_id(session: str) -> str:
@@ -266,7 +235,7 @@ def _encode(message: Message) -> Any:
     return ["tool", message.call_id, message.name, message.content, message.is_error]
 
 
-def _exchanges(messages: Sequence[Message]) -> list[list[Message]]:
+def exchanges_of(messages: Sequence[Message]) -> list[list[Message]]:
     out: list[list[Message]] = []
     for message in messages:
         if isinstance(message, UserMessage) or not out:
@@ -281,7 +250,7 @@ def last_exchanges(n: int) -> HistoryHook:
         raise ConfigError("last_exchanges needs a count >= 0")
 
     def keep(messages: Sequence[Message]) -> Sequence[Message]:
-        kept = _exchanges(messages)[-n:] if n else []
+        kept = exchanges_of(messages)[-n:] if n else []
         return [m for exchange in kept for m in exchange]
 
     return keep
@@ -296,7 +265,7 @@ def token_budget(tokens: int, *, chars_per_token: int = 4) -> HistoryHook:
     def keep(messages: Sequence[Message]) -> Sequence[Message]:
         budget = tokens * chars_per_token
         kept: list[list[Message]] = []
-        for exchange in reversed(_exchanges(messages)):
+        for exchange in reversed(exchanges_of(messages)):
             size = len(json.dumps([_encode(m) for m in exchange], ensure_ascii=False))
             if size > budget:
                 break
@@ -332,24 +301,3 @@ class Summary:
 
     def __call__(self, messages: Sequence[Message]) -> Sequence[Message]:
         return messages  # what it pins is every earlier message; ``summarized`` shortens them
-
-
-async def summarized(drive: RunDrive, summary: Summary, prefix: Sequence[Message]) -> list[Message]:
-    """``prefix`` with its messages before the last ``keep`` replaced by the summary this run
-    journaled of them, asking the model for it the first time."""
-    exchanges = _exchanges(prefix)
-    if len(exchanges) <= summary.keep:
-        return list(prefix)
-    cut = len(exchanges) - summary.keep
-    older = [m for exchange in exchanges[:cut] for m in exchange]
-    kept = [m for exchange in exchanges[cut:] for m in exchange]
-    record = await drive.store.get(drive.run_id, SUMMARY)
-    if record is None:
-        agent = drive.agent
-        asked = [*older, UserMessage(summary.instruction)]
-        turn = await agent._retrying_model.complete(agent.system_prompt, asked, ())
-        payload = {"text": turn.text or "", "covers": cut, "usage": turn.usage.to_json()}
-        record = (await drive.append(SUMMARY, SUMMARY, payload, unless=R.CANCEL)).record
-        if record is None:  # refused by a cancel request: the drive ends without a turn
-            return list(prefix)
-    return [UserMessage(summary.preface + str(record.payload.get("text", ""))), *kept]

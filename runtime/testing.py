@@ -1,41 +1,39 @@
-"""For tests, demos and users' own tests: ScriptedModel (a Model that replays a script) and
-MemoryStore (a journal's store in memory)."""
+"""For tests, demos and users' own tests of agents built on bide.
+
+- ``ScriptedModel`` replays a script of turns; ``FunctionModel`` answers with a function.
+- ``MemoryStore`` is a journal's store in memory; ``FailingStore`` wraps a store and fails the
+  calls it is told to, before or after they reach it.
+- ``capture_events()`` collects bide's log events (structlog's ``capture_logs`` does not see
+  them: bide never touches structlog's global configuration).
+"""
 
 from __future__ import annotations
 
-import dataclasses
+import contextlib
+import inspect
 import json
+import logging
 import os
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from runtime.errors import ConfigError, FormatError, StorageError
+from runtime.errors import ConfigError, StorageError
+from runtime.jsontext import unstorable
 from runtime.messages import AssistantTurn, Message, ToolCall, Usage
 from runtime.output import OutputSpec
-from runtime.ownership import Lease, Owner, busy, lost
+from runtime.ownership import Lease, Owner
 from runtime.records import Appended, Entry, Record
-from runtime.store.codec import encode, unstorable
-from runtime.store.names import FORMAT_VERSION
-from runtime.store.protocol import (
-    RunPage,
-    RunRow,
-    check_appended,
-    check_release,
-    written_ahead,
-)
-from runtime.store.sqlite.leases import (
-    LeaseOp,
-    LeaseRow,
-    decide,
-    holds,
-    lease_of,
-    now_ms,
-    owner_text,
-)
+from runtime.store.memory import MemoryStore
+from runtime.store.protocol import RunPage, RunRow, Store
 from runtime.tools import ToolSpec
 
-__all__ = ["MemoryStore", "ScriptedModel"]
+__all__ = [
+    "FailingStore",
+    "FunctionModel",
+    "MemoryStore",
+    "ScriptedModel",
+    "capture_events",
+]
 
 
 class ScriptedModel:
@@ -127,54 +125,134 @@ def _parse_turn(index: int, turn: Mapping[str, Any]) -> AssistantTurn:
     )
 
 
-class MemoryStore:
-    """The ``Store`` protocol held in memory: ``Journal(store=MemoryStore())``.
+TurnFunction = Callable[
+    [str | None, Sequence[Message], Sequence[ToolSpec]],
+    AssistantTurn | Mapping[str, Any] | Awaitable[AssistantTurn | Mapping[str, Any]],
+]
 
-    For tests and benchmarks that need a journal's rules (single-winner keys, guards, commit
-    order, the listing index) without a file: nothing survives the process. With ``check``
-    (the default) every payload goes through the journal's codec, so what SQLite would refuse
-    is refused here too, and a record read back is a copy; ``check=False`` keeps the caller's
-    objects (a benchmark of the loop alone).
+
+class FunctionModel:
+    """A Model whose answers a function gives: ``fn(system_prompt, messages, tools)`` returns
+    (or, if it is async, resolves to) an ``AssistantTurn`` or a turn as ``ScriptedModel``
+    reads one (``{"text": ...}``, ``{"tool_calls": [...]}``). For a test whose answer depends
+    on what the model is shown. ``calls`` counts the requests it answered."""
+
+    def __init__(self, fn: TurnFunction):
+        if not callable(fn):
+            raise ConfigError("FunctionModel needs a function (system_prompt, messages, tools)")
+        self.fn = fn
+        self.calls = 0
+
+    async def complete(
+        self,
+        system_prompt: str | None,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+    ) -> AssistantTurn:
+        answer = self.fn(system_prompt, messages, tools)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        self.calls += 1
+        if isinstance(answer, AssistantTurn):
+            return answer
+        if isinstance(answer, Mapping):
+            return _parse_turn(self.calls - 1, answer)
+        raise ConfigError(
+            f"FunctionModel: the function returned {type(answer).__name__}; it returns an "
+            "AssistantTurn or a turn such as {'text': ...}"
+        )
+
+
+class FailingStore:
+    """A store that fails when told to: it passes every call to ``store`` except those that
+    ``fail`` names.
+
+    ``fail("append", key="charge/c1")`` fails the next append of that key with a
+    ``StorageError`` before it reaches the store (nothing is written); with ``after=True`` the
+    store writes it first, then the caller gets the error (an outcome the caller cannot know,
+    as when a connection drops during a commit). ``times`` (default 1; None: every time) and
+    ``run_id`` narrow it further; ``error`` replaces the ``StorageError``. ``failed`` lists the
+    calls it failed, as ``(method, run_id, key)``.
     """
 
-    path = ":memory:"
+    def __init__(self, store: Store):
+        self.store = store
+        self.failed: list[tuple[str, str | None, str | None]] = []
+        self._rules: list[dict[str, Any]] = []
 
-    def __init__(self, *, check: bool = True):
-        self._check = check
-        self._runs: dict[str, dict[str, Record]] = {}
-        self._rows: dict[str, RunRow] = {}
-        self._leases: dict[str, LeaseRow] = {}
-        self._seq = 0
-        self.commits = 0
+    def fail(
+        self,
+        method: str,
+        *,
+        key: str | None = None,
+        run_id: str | None = None,
+        after: bool = False,
+        times: int | None = 1,
+        error: BaseException | None = None,
+    ) -> None:
+        if not callable(getattr(self.store, method, None)):
+            raise ConfigError(f"FailingStore: the store has no method {method!r}")
+        if times is not None and times < 1:
+            raise ConfigError("FailingStore: times is a positive number of calls, or None")
+        self._rules.append(
+            {
+                "method": method,
+                "key": key,
+                "run_id": run_id,
+                "after": after,
+                "times": times,
+                "error": error,
+            }
+        )
 
-    async def close(self) -> None:
+    def _rule(self, method: str, run_id: str | None, key: str | None) -> dict[str, Any] | None:
+        for rule in self._rules:
+            if (
+                rule["method"] == method
+                and rule["key"] in (None, key)
+                and rule["run_id"] in (None, run_id)
+            ):
+                if rule["times"] is not None:
+                    rule["times"] -= 1
+                    if rule["times"] == 0:
+                        self._rules.remove(rule)
+                return rule
         return None
 
-    def _put(self, run_id: str, key: str, kind: str, payload: Any) -> Record:
-        self._seq += 1
-        if self._check:
-            payload = json.loads(encode(payload))
-        record = Record(self._seq, run_id, key, kind, payload, _now_ms())
-        self._runs[run_id][key] = record
-        return record
+    async def _call(
+        self, method: str, run_id: str | None, key: str | None, *args: Any, **kw: Any
+    ) -> Any:
+        rule = self._rule(method, run_id, key)
+        if rule is None:
+            return await getattr(self.store, method)(*args, **kw)
+        error = rule["error"] or StorageError(
+            f"FailingStore: {method} of run {run_id!r}"
+            + (f" key {key!r}" if key else "")
+            + (" failed after it was written" if rule["after"] else " failed; nothing written"),
+            run_id=run_id,
+        )
+        if rule["after"]:
+            await getattr(self.store, method)(*args, **kw)
+        self.failed.append((method, run_id, key))
+        raise error
 
-    def _copy(self, record: Record) -> Record:
-        if not self._check:
-            return record
-        return dataclasses.replace(record, payload=json.loads(encode(record.payload)))
+    # --- the Store protocol, each call through ``_call`` --------------------------------------
+
+    @property
+    def path(self) -> str:
+        return self.store.path
+
+    @property
+    def commits(self) -> int:
+        return self.store.commits
+
+    async def close(self) -> None:
+        await self.store.close()
 
     async def create_run(
         self, run_id: str, *, agent: str | None = None, epoch: int | None = None
     ) -> bool:
-        self._fence(run_id, epoch)
-        if run_id in self._runs:
-            return False
-        self._runs[run_id] = {}
-        self.commits += 1
-        header = self._put(run_id, "header", "header", {"format": FORMAT_VERSION})
-        ms = header.created_ms
-        self._rows[run_id] = RunRow(run_id, FORMAT_VERSION, "running", agent, 0, ms, ms, None)
-        return True
+        return bool(await self._call("create_run", run_id, None, run_id, agent=agent, epoch=epoch))
 
     async def append(
         self,
@@ -190,69 +268,58 @@ class MemoryStore:
         before: Sequence[Entry] = (),
         release: bool = False,
     ) -> Appended:
-        check_release(release, epoch)
-        check_appended(run_id, key, kind, unless, watch, before)
-        self._fence(run_id, epoch)
-        run = self._runs.get(run_id)
-        if run is None:
-            raise FormatError(f"run {run_id!r} has no header record", run_id=run_id)
-        guards = (unless,) if isinstance(unless, str) else unless or ()
-        watched = watch is not None and watch in run
-        refused = next((g for g in guards if g in run), None)
-        if refused is not None:
-            return Appended(False, None, watched, refused)
-        record = run.get(key)
-        won = record is None
-        if before:
-            taken = next((e.key for e in before if e.key in run), None)
-            if taken is not None or not won:
-                raise written_ahead(run_id, key, taken or key)
-            if self._check:
-                for e in before:
-                    encode(e.payload)  # refused as SQLite would, before anything is kept
-                encode(payload)
-        if before or record is None:
-            self.commits += 1
-        ahead = tuple(self._put(run_id, e.key, e.kind, e.payload) for e in before)
-        if record is None:
-            record = self._put(run_id, key, kind, payload)
-        self._index(run_id, dict(index or {}))
-        if release:
-            decide(LeaseOp("release", run_id, epoch), self._leases, set(), _now_ms())
-        copy = self._copy(record) if not won else record
-        return Appended(won, copy, watched, before=ahead, released=release)
-
-    def _index(self, run_id: str, fields: dict[str, Any]) -> None:
-        row = self._rows[run_id]
-        unknown = set(fields) - {"status", "agent", "turns", "detail"}
-        if unknown:
-            raise StorageError(f"unknown run index columns {sorted(unknown)}")
-        self._rows[run_id] = dataclasses.replace(row, **fields, updated_ms=_now_ms())
+        kw: dict[str, Any] = {"unless": unless, "watch": watch, "index": index, "epoch": epoch}
+        kw |= {"before": before, "release": release}
+        result: Appended = await self._call("append", run_id, key, run_id, key, kind, payload, **kw)
+        return result
 
     async def update_index(
         self, run_id: str, *, unless: str | None = None, epoch: int | None = None, **fields: Any
     ) -> None:
-        self._fence(run_id, epoch)
-        run = self._runs.get(run_id, {})
-        if run_id in self._rows and (unless is None or unless not in run):
-            self._index(run_id, fields)
+        await self._call("update_index", run_id, None, run_id, unless=unless, epoch=epoch, **fields)
+
+    async def acquire(
+        self, run_id: str, owner: Owner, *, ttl: float, take_over: int | None = None
+    ) -> Lease:
+        lease: Lease = await self._call(
+            "acquire", run_id, None, run_id, owner, ttl=ttl, take_over=take_over
+        )
+        return lease
+
+    async def renew(self, lease: Lease, *, ttl: float) -> Lease:
+        renewed: Lease = await self._call("renew", lease.run_id, None, lease, ttl=ttl)
+        return renewed
+
+    async def release(self, lease: Lease) -> bool:
+        return bool(await self._call("release", lease.run_id, None, lease))
+
+    async def lease(self, run_id: str) -> Lease | None:
+        found: Lease | None = await self._call("lease", run_id, None, run_id)
+        return found
+
+    async def claimable(
+        self, *, limit: int = 10, host: str | None = None
+    ) -> list[tuple[str, Lease | None]]:
+        found: list[tuple[str, Lease | None]] = await self._call(
+            "claimable", None, None, limit=limit, host=host
+        )
+        return found
+
+    async def clock_ms(self) -> int:
+        return int(await self._call("clock_ms", None, None))
 
     async def get(self, run_id: str, key: str) -> Record | None:
-        record = self._runs.get(run_id, {}).get(key)
-        return None if record is None else self._copy(record)
+        found: Record | None = await self._call("get", run_id, key, run_id, key)
+        return found
 
     async def check_run(self, run_id: str) -> bool:
-        return run_id in self._runs
+        return bool(await self._call("check_run", run_id, None, run_id))
 
     async def load(self, run_id: str, *, after: int = 0, prefix: str | None = None) -> list[Record]:
-        if prefix is not None and not prefix:
-            raise ConfigError("a key prefix is a non-empty string")
-        records = self._runs.get(run_id, {}).values()
-        return [
-            self._copy(r)
-            for r in sorted(records, key=_seq)
-            if r.seq > after and (prefix is None or r.key.startswith(prefix))
-        ]
+        found: list[Record] = await self._call(
+            "load", run_id, None, run_id, after=after, prefix=prefix
+        )
+        return found
 
     async def list_runs(
         self,
@@ -262,102 +329,48 @@ class MemoryStore:
         limit: int = 50,
         before: str | None = None,
     ) -> RunPage:
-        if limit < 1:
-            raise ConfigError("limit must be at least 1")
-        rows = sorted(self._rows.values(), key=lambda r: (r.created_ms, r.run_id), reverse=True)
-        if status is not None:
-            rows = [r for r in rows if r.status == status]
-        if prefix:
-            rows = [r for r in rows if r.run_id.startswith(prefix)]
-        if before is not None:
-            created, _, after_id = before.partition(":")
-            if not created.isdigit():
-                raise ConfigError(f"invalid page cursor {before!r}")
-            rows = [r for r in rows if (r.created_ms, r.run_id) < (int(created), after_id)]
-        page = [dataclasses.replace(r, lease=await self.lease(r.run_id)) for r in rows[:limit]]
-        cursor = f"{page[-1].created_ms}:{page[-1].run_id}" if len(rows) > limit else None
-        return RunPage(page, cursor)
+        page: RunPage = await self._call(
+            "list_runs", None, None, status=status, prefix=prefix, limit=limit, before=before
+        )
+        return page
 
     async def run_row(self, run_id: str) -> RunRow | None:
-        row = self._rows.get(run_id)
-        return None if row is None else dataclasses.replace(row, lease=await self.lease(run_id))
-
-    # --- leases, by the same rules as the SQLite store's batches --------------------------
-
-    def _fence(self, run_id: str, epoch: int | None) -> None:
-        if epoch is None:
-            return
-        held = self._leases.get(run_id)
-        if held is None or held[0] != epoch:
-            raise lost(
-                Lease(run_id, epoch, Owner("", "", 0, None, 0), 0, 0, True, False),
-                None if held is None else held[0],
-            )
-
-    def _lease_op(self, op: LeaseOp, owner: Owner | None = None) -> tuple[bool, Lease | None]:
-        self.commits += 1
-        done, row, now = decide(op, self._leases, set(), now_ms())
-        if row is None:
-            return done, None
-        return done, lease_of(op.run_id, row, now, owner if done else None)
-
-    async def acquire(
-        self, run_id: str, owner: Owner, *, ttl: float, take_over: int | None = None
-    ) -> Lease:
-        if not ttl > 0:
-            raise ConfigError(f"a lease's ttl is a positive number of seconds, not {ttl!r}")
-        op = LeaseOp("acquire", run_id, take_over, owner_text(owner), owner.host, round(ttl * 1000))
-        granted, lease = self._lease_op(op, owner)
-        assert lease is not None
-        if not granted:
-            raise busy(lease)
-        return lease
-
-    async def renew(self, lease: Lease, *, ttl: float) -> Lease:
-        renewed, now = self._lease_op(
-            LeaseOp("renew", lease.run_id, lease.epoch, ttl_ms=round(ttl * 1000)), lease.owner
-        )
-        if not renewed or now is None:
-            raise lost(lease, None if now is None else now.epoch)
-        return now
-
-    async def release(self, lease: Lease) -> bool:
-        return self._lease_op(LeaseOp("release", lease.run_id, lease.epoch))[0]
-
-    async def lease(self, run_id: str) -> Lease | None:
-        row = self._leases.get(run_id)
-        return None if row is None else lease_of(run_id, row, now_ms())
-
-    async def clock_ms(self) -> int:
-        """The journal's clock: the SQLite store's (``leases.now_ms``)."""
-        return now_ms()
-
-    async def claimable(
-        self, *, limit: int = 10, host: str | None = None
-    ) -> list[tuple[str, Lease | None]]:
-        now = now_ms()
-        found = []
-
-        def order(row: RunRow) -> tuple[int, int, str]:
-            # Orphans first, then runs nobody holds, then live leases (as the SQLite store).
-            held = self._leases.get(row.run_id)
-            rank = 1 if held is None or held[5] else 2 if holds(held, now) else 0
-            return (rank, row.updated_ms, row.run_id)
-
-        for row in sorted(self._rows.values(), key=order):
-            if row.status not in ("running", "submitted"):
-                continue
-            held = self._leases.get(row.run_id)
-            if held is None or not holds(held, now) or (host is not None and held[2] == host):
-                found.append((row.run_id, await self.lease(row.run_id)))
-            if len(found) == limit:
-                break
-        return found
+        row: RunRow | None = await self._call("run_row", run_id, None, run_id)
+        return row
 
 
-def _seq(record: Record) -> int:
-    return record.seq
+@contextlib.contextmanager
+def capture_events(*loggers: str, level: int = logging.DEBUG) -> Iterator[list[dict[str, Any]]]:
+    """Collect the log events bide (and its adapters) emit while the block runs, each as a dict
+    of its fields with ``event``, ``log_level`` and ``logger``, as structlog's ``capture_logs``
+    gives them::
 
+        with capture_events() as events:
+            await agent.run("r1", "hello", journal=journal)
+        assert [e["event"] for e in events if e["event"] == "run_started"]
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
+    ``loggers`` names the loggers to listen to (default ``runtime`` and ``adapters``);
+    ``level``, the least level heard. The loggers' own levels are restored afterwards.
+    """
+    names = loggers or ("runtime", "adapters")
+    events: list[dict[str, Any]] = []
+
+    class _Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            fields = record.msg if isinstance(record.msg, dict) else {"event": record.getMessage()}
+            events.append({**fields, "log_level": record.levelname.lower(), "logger": record.name})
+
+    handler = _Collect(level)
+    saved = []
+    for name in names:
+        logger = logging.getLogger(name)
+        saved.append((logger, logger.level))
+        logger.addHandler(handler)
+        if logger.getEffectiveLevel() > level:
+            logger.setLevel(level)
+    try:
+        yield events
+    finally:
+        for logger, was in saved:
+            logger.removeHandler(handler)
+            logger.setLevel(was)

@@ -8,9 +8,9 @@ from typing import Any, overload
 
 from runtime.errors import ProtocolError
 from runtime.history import History
+from runtime.jsontext import unstorable_text
 from runtime.messages import AssistantTurn, Message, ToolResultMessage, UserMessage
 from runtime.state import RunState
-from runtime.store.codec import unstorable_text
 from runtime.tools import Tool
 
 __all__ = ["Conversation", "Messages", "check_turn", "plan_of"]

@@ -5,7 +5,7 @@ lease row, attempt markers, results); a provider that applies a sent request at 
 within a bound; a reconciler; an operator; cancel; discrete time on the journal's clock.
 ``successors`` gives every step enabled in a state, ``violations`` the properties it breaks.
 Lease decisions are not restated here: every acquire, renew and release is decided by the
-SQLite store's own ``decide``.
+lease rule the SQLite and memory stores decide with (``runtime.store.leases.judge``).
 
 Time is kept relative: a state holds ages ("sent 1 tick ago") and remainders ("expires in
 2"), each clamped at the largest value any rule compares it with. Two states that differ only
@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
 from runtime.ownership import boot_id
-from runtime.store.sqlite.leases import LeaseOp, decide
+from runtime.store.leases import judge
+from runtime.store.ops import LeaseOp
 
 __all__ = [
     "AT_MOST_ONCE",
@@ -101,7 +102,7 @@ class Rules:
     """The store refuses an append whose epoch is not the lease's."""
     revive_expired: bool = False
     """A mutant of the stores before the model found it: a renewal of a lease that expired
-    while nobody took it over is granted (its epoch matches). False: the store's ``decide``,
+    while nobody took it over is granted (its epoch matches). False: the stores' ``judge``,
     which refuses it (the lease must be acquired anew, with a new epoch)."""
 
 
@@ -238,7 +239,7 @@ def lease_decision(
         row = (lease.epoch, _owner(lease.owner), HOST, 0, NOW + lease.expires, lease.released)
         leases[RUN] = row
     op = LeaseOp(action, RUN, epoch=epoch, owner=_owner(owner), host=HOST, ttl_ms=ttl)
-    granted, _, _ = decide(op, leases, set(), NOW)
+    granted, _, _ = judge(op, leases, set(), NOW)
     after = leases.get(RUN)
     if after is None:
         return granted, None

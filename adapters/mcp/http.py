@@ -16,7 +16,7 @@ from typing import Any, Final
 import httpx2
 from mcp.client.streamable_http import streamable_http_client
 
-from runtime.store.codec import parse_json
+from runtime.jsontext import parse_json
 
 __all__ = ["ServerErrorSeen", "http_transport"]
 

@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from runtime.errors import ToolError
+from runtime.jsontext import parse_json
 from runtime.reconcile import Absent, Attempt, Found, Reconciler, Unknown
-from runtime.store.codec import parse_json
 from runtime.tools import Safety, Tool, ToolContext
 
 __all__ = ["lookup_reconciler", "read_lookup"]

@@ -28,7 +28,7 @@ from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
 from runtime.errors import ProtocolError
-from runtime.store.codec import parse_json
+from runtime.jsontext import parse_json
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",

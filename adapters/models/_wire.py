@@ -19,9 +19,9 @@ from typing import Any, ClassVar, Generic, Protocol, Self, TypeAlias, TypeVar
 
 from runtime import OutputSpec
 from runtime.errors import ConfigError, ModelError, ProtocolError
+from runtime.jsontext import TooDeep, parse_json
 from runtime.messages import AssistantTurn, Message, ToolCall, ToolResultMessage
 from runtime.redact import declare_secret
-from runtime.store.codec import TooDeep, parse_json
 from runtime.tools import ToolSpec, safe_repr
 
 __all__ = [

@@ -46,8 +46,8 @@ from runtime.errors import (
     SessionBusy,
     StorageError,
 )
-from runtime.store.migrate import damage
-from runtime.store.urls import is_postgres_url, sqlite_path
+from runtime.store import local_file
+from runtime.store.sqlite.migrate import damage
 
 __all__ = ["COMMANDS", "main"]
 
@@ -226,11 +226,11 @@ def _report(invocation: Invocation, exc: Exception, *, verbose: bool) -> int:
 
 def _damage(invocation: Invocation, exc: StorageError) -> str | None:
     """After a storage error: whether the journal file itself is damaged, said in one line."""
-    if is_postgres_url(invocation.db):
-        return None
     try:
-        path = sqlite_path(invocation.db)
+        path = local_file(invocation.db)
     except BideError:
+        return None
+    if path is None:
         return None
     found = damage(path) if os.path.isfile(path) else None
     if found is None:

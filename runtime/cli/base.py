@@ -16,7 +16,7 @@ from runtime.logs import get_logger
 from runtime.ownership import DEFAULT_TTL
 from runtime.redact import redact
 from runtime.result import RunStatus
-from runtime.store.urls import is_postgres_url, sqlite_path
+from runtime.store import exists, local_file
 
 __all__ = [
     "EXIT_BUSY",
@@ -135,13 +135,11 @@ class Invocation:
         """The journal to open. Only ``create`` makes a new file; ``migrate=False`` (for the
         commands that only read) never changes the file, it only checks its schema. Drives
         hold leases of ``lease_ttl`` seconds, else ``$BIDE_LEASE_TTL``, else the default."""
-        if not create and not is_postgres_url(self.db):
-            path = sqlite_path(self.db)
-            if not os.path.exists(path):
-                raise ConfigError(
-                    f"no journal at {path}; name it with --db or ${DB_VARIABLE} "
-                    "(a `run` creates it)"
-                )
+        if not create and not exists(self.db):
+            raise ConfigError(
+                f"no journal at {local_file(self.db)}; name it with --db or ${DB_VARIABLE} "
+                "(a `run` creates it)"
+            )
         ttl = lease_ttl if lease_ttl is not None else _lease_ttl_from_environment()
         return Journal(self.db, migrate=migrate, lease_ttl=ttl)
 

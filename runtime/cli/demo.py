@@ -22,7 +22,7 @@ from pathlib import Path
 import runtime
 from runtime.cli.base import EXIT_USAGE, Command, Failure, Invocation
 from runtime.journal import Journal
-from runtime.store.urls import is_postgres_url, sqlite_path
+from runtime.store import local_file
 from runtime.timeline import render, timeline
 
 __all__ = ["COMMANDS"]
@@ -174,12 +174,12 @@ async def _demo(inv: Invocation) -> int:
     import tempfile  # (shutil, random): for this command alone
 
     given = getattr(inv.args, "db", None)  # never $BIDE_DB: the demo must not touch real runs
-    if given and is_postgres_url(given):
+    if given and local_file(given) is None:
         # A run of its own (a fresh id) in that database; the ledger is the demo's alone.
         with tempfile.TemporaryDirectory(prefix="bide-demo-") as tmp:
             return await _Demo(inv, given, Path(tmp) / "payments-ledger.db").go()
     if given:
-        db = Path(sqlite_path(given))
+        db = Path(local_file(given) or given)
         ledger = db.with_name(f"{db.stem}-payments-ledger.db")
         for path in (db, ledger):
             if path.exists():

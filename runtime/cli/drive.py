@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 import uuid
@@ -19,7 +18,7 @@ from runtime.cli.specs import journaled_spec, open_agent
 from runtime.errors import BudgetError, ConfigError, CorruptJournal, ModelError
 from runtime.journal import Journal
 from runtime.result import RunResult, RunStatus
-from runtime.store.urls import is_postgres_url, sqlite_path
+from runtime.store import exists
 from runtime.terminal import clip
 
 __all__ = ["COMMANDS"]
@@ -141,7 +140,7 @@ async def _submit(inv: Invocation) -> int:
 
 async def _spec_of_existing_run(inv: Invocation, run_id: str) -> str:
     spec = None
-    if is_postgres_url(inv.db) or os.path.exists(sqlite_path(inv.db)):
+    if exists(inv.db):
         async with inv.journal() as journal:
             spec = await _journaled_spec(journal, run_id)
     if spec is None:

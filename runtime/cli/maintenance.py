@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 
 from runtime.cli.base import Command, Invocation
-from runtime.store import names
-from runtime.store.migrate import ensure
+from runtime.store import ensure, names
 
 __all__ = ["COMMANDS"]
 

@@ -13,7 +13,7 @@ from runtime.approval import Decision, arguments_digest, sign_decision
 from runtime.cli.base import EXIT_USAGE, Command, Failure, Invocation
 from runtime.cli.verbs import operator
 from runtime.errors import ConfigError
-from runtime.store.codec import TooDeep, parse_json
+from runtime.jsontext import TooDeep, parse_json
 
 if TYPE_CHECKING:  # cryptography is imported by the commands that sign, not by the CLI
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey

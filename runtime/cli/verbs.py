@@ -9,8 +9,8 @@ from typing import Any
 from runtime.cli.base import EXIT_USAGE, Command, Failure, Invocation
 from runtime.cli.logs import RESOLVED
 from runtime.journal import Resolution
+from runtime.jsontext import TooDeep, parse_json
 from runtime.stops import halted_on
-from runtime.store.codec import TooDeep, parse_json
 from runtime.terminal import printable
 
 __all__ = ["COMMANDS"]

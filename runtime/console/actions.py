@@ -15,8 +15,8 @@ from runtime.approval import ApprovalPolicy, Decision, verify
 from runtime.errors import ConfigError
 from runtime.journal import Journal, Resolution
 from runtime.journal.resolution import resolution_payload
+from runtime.jsontext import TooDeep, parse_json
 from runtime.state import RunState
-from runtime.store.codec import TooDeep, parse_json
 
 __all__ = [
     "DECISION_FORMAT",

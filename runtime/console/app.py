@@ -37,7 +37,7 @@ from runtime.logs import get_logger
 from runtime.ownership import is_alive
 from runtime.runs import Row, list_page, list_sessions, session_runs
 from runtime.sessions import journal_id
-from runtime.store.protocol import check_run_id
+from runtime.store.checks import check_run_id
 from runtime.timeline import timeline
 
 __all__ = ["CONTENT_SECURITY_POLICY", "Console"]

@@ -13,8 +13,8 @@ from typing import Any, Literal, NamedTuple
 from runtime import records as R
 from runtime.approval import ApprovalPolicy, Tally, judge
 from runtime.errors import ConfigError, ConflictError
+from runtime.jsontext import unstorable
 from runtime.state import CallState, RunState
-from runtime.store.codec import unstorable
 
 __all__ = [
     "Decided",

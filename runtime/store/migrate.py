@@ -1,40 +1,24 @@
 """Bring a journal's schema to the revision this bide needs, or refuse it, through Alembic.
 
-One migration history for both databases: ``ensure_schema`` does it for a SQLite file, and
-``postgres.migrate`` for a PostgreSQL database through the same steps (``upgrade``, ``verify``);
-``ensure`` picks by URL.
+One migration history for every database: ``sqlite.migrate`` and ``postgres.migrate`` bring a
+file or a database to head through the same steps here (``upgrade``, ``verify``); ``urls.ensure``
+picks by URL.
 """
 
 from __future__ import annotations
 
-import asyncio
-import os
-import sqlite3
 import threading
-import urllib.parse
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from runtime.errors import ConfigError, SchemaError
+from runtime.errors import SchemaError
 from runtime.store import names
-from runtime.store.sqlite import BUSY_TIMEOUT_MS, configure
-from runtime.store.urls import is_postgres_url, sqlite_path
 
 if TYPE_CHECKING:  # SQLAlchemy and Alembic are imported only to migrate, or to parse a URL
     import sqlalchemy as sa
     from alembic.script import ScriptDirectory
 
-__all__ = [
-    "damage",
-    "ensure",
-    "ensure_schema",
-    "migration_engine",
-    "script_location",
-    "scripts",
-    "sqlite_path",
-    "upgrade",
-    "verify",
-]
+__all__ = ["script_location", "scripts", "upgrade", "verify"]
 
 _BIDE_TABLES = frozenset(
     {names.VERSION_TABLE, names.records.name, names.runs.name, names.leases.name}
@@ -49,87 +33,6 @@ def script_location() -> str:
         return str(resources.files("runtime._migrations"))
     except ModuleNotFoundError:
         return str(Path(__file__).resolve().parents[2] / "migrations")
-
-
-def migration_engine(url: str, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sa.Engine:
-    """A synchronous engine whose transactions take SQLite's write lock when they begin.
-
-    ``BEGIN IMMEDIATE`` serialises two processes migrating one new file: the second waits for
-    the first, then finds the schema at head and does nothing.
-    """
-    import sqlalchemy as sa
-
-    path = sqlite_path(url)
-    engine = sa.create_engine(
-        "sqlite://",
-        # The file by name: a URL would read `?` as a query and `%41` as "A".
-        creator=lambda: sqlite3.connect(path, isolation_level=None),
-        poolclass=sa.pool.NullPool,
-    )
-
-    @sa.event.listens_for(engine, "connect")
-    def _connect(dbapi_connection: Any, _record: Any) -> None:
-        configure(dbapi_connection, busy_timeout_ms=busy_timeout_ms)
-
-    @sa.event.listens_for(engine, "begin")
-    def _begin(connection: sa.Connection) -> None:
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
-
-    return engine
-
-
-def ensure_schema(
-    path: str,
-    *,
-    migrate: bool,
-    busy_timeout_ms: int = BUSY_TIMEOUT_MS,
-    allow_foreign: bool = False,
-) -> None:
-    """Migrate the file at ``path`` to head, or with ``migrate=False`` verify that it is there.
-
-    A schema from a newer bide (a revision this one does not ship) is refused either way, and so
-    is a file that is not SQLite or is damaged. A new journal file is created mode 0600 (it holds
-    inputs, results and tool outputs; SQLite gives its ``-wal`` and ``-shm`` files the same
-    mode); an existing file keeps its mode. bide's tables are never added to a database that
-    holds other tables unless ``allow_foreign``.
-    """
-    if migrate:
-        _create_private(path)
-    if _at_head(path, busy_timeout_ms):
-        return  # the common case, without importing Alembic
-    _, head = scripts()
-    if not migrate and not os.path.exists(path):
-        raise SchemaError(
-            f"no journal at {path}; this bide needs schema revision {head}. Open it with "
-            "migrate=True or run `python -m runtime migrate` to create it."
-        )
-    import sqlalchemy as sa
-
-    engine = migration_engine(path, busy_timeout_ms=busy_timeout_ms)
-    try:
-        with engine.connect() as conn:
-            if migrate:
-                upgrade(conn, path, allow_foreign=allow_foreign)
-            else:
-                verify(conn, path)
-    except sa.exc.DBAPIError as exc:
-        if _is_damage(exc.orig):
-            raise _damaged(path, exc.orig) from exc
-        raise SchemaError(f"journal {path}: cannot migrate: {exc.orig}") from exc
-    finally:
-        engine.dispose()
-
-
-async def ensure(url: str, *, migrate: bool, allow_foreign: bool = False) -> str:
-    """Migrate (or with ``migrate=False`` verify) the journal at ``url``, a SQLite file or a
-    PostgreSQL database; return where it is, fit for a message."""
-    if is_postgres_url(url):
-        from runtime.store.postgres import migrate as pg_migrate
-
-        return await pg_migrate.ensure_url(url, migrate=migrate, allow_foreign=allow_foreign)
-    path = sqlite_path(url)
-    await asyncio.to_thread(ensure_schema, path, migrate=migrate, allow_foreign=allow_foreign)
-    return path
 
 
 def scripts() -> tuple[ScriptDirectory, str]:
@@ -174,65 +77,6 @@ def verify(conn: sa.Connection, where: str) -> None:
     """Refuse the database on ``conn`` unless its schema is at head; change nothing."""
     shipped, head = scripts()
     _verify(conn, shipped, head, where)
-
-
-def _create_private(path: str) -> None:
-    """Create the journal file empty, mode 0600, unless it exists (SQLite takes an empty file as
-    a new database). Only the owner may read a journal, from its first byte on."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return
-    except OSError as exc:
-        raise ConfigError(f"cannot create journal {path}: {exc.strerror or exc}") from exc
-    os.close(fd)
-
-
-def _is_damage(exc: BaseException | None) -> bool:
-    # "file is not a database", "database disk image is malformed": not SQLite, or not intact.
-    return isinstance(exc, sqlite3.DatabaseError) and not isinstance(
-        exc, sqlite3.OperationalError | sqlite3.IntegrityError | sqlite3.ProgrammingError
-    )
-
-
-def _damaged(path: str, exc: BaseException | None) -> SchemaError:
-    return SchemaError(f"{path} is not a bide journal or is damaged (sqlite: {exc})")
-
-
-def damage(path: str) -> str | None:
-    """What SQLite finds wrong with the file (``PRAGMA quick_check``, read-only), or None when it
-    is an intact SQLite database. For diagnosing a storage error after the fact: it reads the
-    whole file."""
-    try:
-        conn = sqlite3.connect(f"file:{urllib.parse.quote(path)}?mode=ro", uri=True)
-        try:
-            rows = conn.execute("PRAGMA quick_check(1)").fetchall()
-        finally:
-            conn.close()
-    except sqlite3.OperationalError:
-        return None  # busy or unreadable for another reason: not evidence of damage
-    except sqlite3.DatabaseError as exc:
-        return str(exc)
-    found = " ".join(str(r[0]) for r in rows).replace("*** in database main ***", "").strip()
-    return None if found == "ok" else found
-
-
-def _at_head(path: str, busy_timeout_ms: int) -> bool:
-    """Whether the file exists and its schema is at this bide's head revision (read-only peek)."""
-    if not os.path.exists(path):
-        return False
-    uri = f"file:{urllib.parse.quote(path)}?mode=ro"
-    try:
-        conn = sqlite3.connect(uri, uri=True, timeout=busy_timeout_ms / 1000)
-        try:
-            row = conn.execute(f"SELECT version_num FROM {names.VERSION_TABLE}").fetchone()
-        finally:
-            conn.close()
-    except sqlite3.Error as exc:
-        if _is_damage(exc):
-            raise _damaged(path, exc) from exc
-        return False  # no bide schema yet, or busy: the migrator waits for the lock and decides
-    return row is not None and row[0] == names.HEAD_REVISION
 
 
 def _foreign_tables(conn: sa.Connection) -> list[str]:

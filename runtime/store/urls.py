@@ -1,5 +1,6 @@
 """What a journal URL names: a PostgreSQL database, or a SQLite file (by URL or by plain path).
-Read without SQLAlchemy unless a SQLite URL must be parsed."""
+Read without SQLAlchemy unless a SQLite URL must be parsed. ``runtime.store`` picks the store
+for a URL."""
 
 from __future__ import annotations
 

@@ -58,6 +58,7 @@ SHOW_KEYS = {
     "in_flight",
     "lease",
     "driven",
+    "session",
 }
 
 

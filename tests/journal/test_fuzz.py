@@ -23,7 +23,7 @@ from runtime import (
     ToolContext,
     ToolSpec,
 )
-from runtime.store.codec import MAX_DEPTH
+from runtime.jsontext import MAX_DEPTH
 from runtime.testing import ScriptedModel
 from tests.helpers import call
 

@@ -22,7 +22,7 @@ from runtime import (
 )
 from runtime.errors import ConfigError, ProtocolError
 from runtime.journal import SQLiteStore
-from runtime.store.codec import MAX_DEPTH, unstorable
+from runtime.jsontext import MAX_DEPTH, unstorable
 from runtime.store.sqlite import writer as W
 from runtime.testing import ScriptedModel
 from tests.helpers import Ledger, call, make_tools

@@ -287,7 +287,7 @@ async def test_on_sqlite_a_lease_of_another_boot_is_over_and_an_older_bides_is_o
     """The boot-time clock starts again at each boot: a lease timed on another boot's clock
     belongs to a process that is gone. A lease written by a bide that named no clock was timed
     on the wall clock, and is judged on it."""
-    from runtime.store.sqlite import leases
+    from runtime.store import leases
 
     now = leases.now_ms()
     far = now + 3_600_000

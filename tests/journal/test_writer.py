@@ -13,6 +13,7 @@ import pytest
 
 from runtime.errors import FormatError, StorageError
 from runtime.journal import SQLiteStore
+from runtime.store.ops import AppendOp, CreateOp, Failed, IndexOp, Op
 from runtime.store.sqlite import batch as W
 from runtime.store.sqlite import setup
 
@@ -33,7 +34,7 @@ def conn(db_path: Path) -> Iterator[sqlite3.Connection]:
     connection.close()
 
 
-def apply(conn: sqlite3.Connection, ops: list[W.Op], *, limit: int = 250_000) -> list[Any]:
+def apply(conn: sqlite3.Connection, ops: list[Op], *, limit: int = 250_000) -> list[Any]:
     conn.execute("BEGIN IMMEDIATE")
     try:
         outcomes = W.apply(conn, ops, 1234, limit)
@@ -44,8 +45,8 @@ def apply(conn: sqlite3.Connection, ops: list[W.Op], *, limit: int = 250_000) ->
     return outcomes
 
 
-def op(run: str, key: str, **kw: Any) -> W.AppendOp:
-    return W.AppendOp(run, key, "t", "json", json.dumps(key), **kw)
+def op(run: str, key: str, **kw: Any) -> AppendOp:
+    return AppendOp(run, key, "t", "json", json.dumps(key), **kw)
 
 
 def keys(conn: sqlite3.Connection, run: str) -> list[str]:
@@ -74,18 +75,18 @@ def test_a_guard_sees_only_what_precedes_it_in_the_batch(conn: sqlite3.Connectio
 
 
 def test_one_key_twice_in_a_batch_has_one_winner_whom_both_see(conn: sqlite3.Connection) -> None:
-    first = W.AppendOp("r", "k", "t", "json", '"first"')
-    second = W.AppendOp("r", "k", "t", "json", '"second"')
+    first = AppendOp("r", "k", "t", "json", '"first"')
+    second = AppendOp("r", "k", "t", "json", '"second"')
     (won1, _, *row1), (won2, _, *row2) = apply(conn, [first, second])
     assert won1 and not won2
     assert row1 == row2 and row1[3] == '"first"'
-    (won3, _, *row3) = apply(conn, [W.AppendOp("r", "k", "t", "json", '"third"')])[0]
+    (won3, _, *row3) = apply(conn, [AppendOp("r", "k", "t", "json", '"third"')])[0]
     assert not won3 and row3 == row1
 
 
 def test_seqs_follow_batch_order_across_chunks_and_padding(conn: sqlite3.Connection) -> None:
     # A limit of 40 parameters makes chunks of 4 record rows: 11 rows = 4 + 4 + 3 (padded to 4).
-    ops: list[W.Op] = [op("r", f"k{i}") for i in range(11)]
+    ops: list[Op] = [op("r", f"k{i}") for i in range(11)]
     out = apply(conn, ops, limit=40)
     seqs = [o[2] for o in out]
     assert seqs == list(range(seqs[0], seqs[0] + 11))
@@ -99,7 +100,7 @@ def test_a_run_created_earlier_in_the_batch_passes_the_header_check(
 ) -> None:
     out = apply(
         conn,
-        [W.CreateOp("new", HEADER, "a"), op("new", "k", check_header=True)],
+        [CreateOp("new", HEADER, "a"), op("new", "k", check_header=True)],
     )
     assert out[0] is True and out[1][0] is True
     assert conn.execute("SELECT status FROM bide_runs WHERE run_id = 'new'").fetchone() == (
@@ -117,15 +118,15 @@ def test_an_op_on_a_bad_run_fails_alone_and_the_rest_commits(conn: sqlite3.Conne
         [
             op("future", "x", check_header=True),
             op("ghost", "x", check_header=True),
-            W.CreateOp("future", HEADER, None),
-            W.IndexOp("r", {"colour": "red"}),
+            CreateOp("future", HEADER, None),
+            IndexOp("r", {"colour": "red"}),
             op("r", "ok"),
         ],
     )
-    assert isinstance(out[0], W.Failed) and isinstance(out[0].error, FormatError)
-    assert isinstance(out[1], W.Failed) and "no header" in str(out[1].error)
-    assert isinstance(out[2], W.Failed) and isinstance(out[2].error, FormatError)
-    assert isinstance(out[3], W.Failed) and isinstance(out[3].error, StorageError)
+    assert isinstance(out[0], Failed) and isinstance(out[0].error, FormatError)
+    assert isinstance(out[1], Failed) and "no header" in str(out[1].error)
+    assert isinstance(out[2], Failed) and isinstance(out[2].error, FormatError)
+    assert isinstance(out[3], Failed) and isinstance(out[3].error, StorageError)
     assert out[4][0] is True
     assert keys(conn, "future") == [] and keys(conn, "r") == ["ok"]
 
@@ -140,7 +141,7 @@ def test_index_fields_take_the_last_value_in_the_batch_and_touch_updated_ms(
         conn,
         [
             op("r", "t1", index={"turns": 1, "status": "waiting"}),
-            W.IndexOp("r", {"detail": '{"d":1}'}),
+            IndexOp("r", {"detail": '{"d":1}'}),
             op("r", "t2", index={"turns": 2}),
             op("s", "x"),
             op("r", "refused", unless=("t1",), index={"turns": 99}),

@@ -177,7 +177,7 @@ async def test_an_op_the_server_refuses_fails_alone_and_the_rest_of_its_batch_co
     """A refusal one op causes (past every check before the writer) costs only that op."""
     from runtime.records import CODEC
     from runtime.store.codec import encode
-    from runtime.store.postgres.batch import AppendOp
+    from runtime.store.ops import AppendOp
 
     async with Journal(pg_url) as journal:
         store = journal.store

@@ -1,9 +1,10 @@
-"""ScriptedModel: a product feature for users' own tests."""
+"""``runtime.testing``: a product feature for users' own tests."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,13 @@ from runtime import (
     ToolResultMessage,
     UserMessage,
 )
-from runtime.testing import MemoryStore, ScriptedModel
+from runtime.testing import (
+    FailingStore,
+    FunctionModel,
+    MemoryStore,
+    ScriptedModel,
+    capture_events,
+)
 from tests.helpers import Ledger, call, make_tools
 
 SCRIPT = [
@@ -85,3 +92,83 @@ async def test_a_memory_store_plugs_into_a_journal_and_keeps_the_drive_s_rules()
         assert row is not None and row.status == "completed"
         with pytest.raises(StorageError, match="not valid Unicode"):
             await journal.store.append("r", "x", "t", {"bad": "\ud800"})
+
+
+async def test_a_function_model_answers_from_what_the_model_is_shown() -> None:
+    """``FunctionModel``: the answer is the function's, sync or async, from the conversation."""
+    ledger = Ledger()
+    tools = list(make_tools(ledger).values())
+
+    def answer(system: str | None, messages: Any, specs: Any) -> dict[str, Any]:
+        results = [m for m in messages if isinstance(m, ToolResultMessage)]
+        if not results:
+            assert {s.name for s in specs} == {"lookup", "upsert", "charge"}
+            return {"tool_calls": [call("c1", "charge", customer="ann", amount=7)]}
+        return {"text": f"charged {results[0].content['charged']}"}
+
+    async def answer_later(system: str | None, messages: Any, specs: Any) -> AssistantTurn:
+        return AssistantTurn(text=f"{len(messages)} messages")
+
+    model = FunctionModel(answer)
+    async with Journal(store=MemoryStore()) as journal:
+        result = await Agent(model=model, tools=tools).run("r", "go", journal=journal)
+        assert (result.status, result.output) == (RunStatus.COMPLETED, "charged 7")
+        assert model.calls == 2 and ledger.count("charge") == 1
+        later = await Agent(model=FunctionModel(answer_later)).run("s", "hi", journal=journal)
+        assert later.output == "1 messages"
+    with pytest.raises(ConfigError, match="returned int"):
+        await FunctionModel(lambda *_: 3).complete(None, [UserMessage("go")], [])
+
+
+SCRIPT_CHARGE = [{"tool_calls": [call("c1", "charge", customer="ann", amount=5)]}, {"text": "ok"}]
+
+
+async def test_a_failing_store_fails_a_write_before_it_is_made() -> None:
+    """The charge ran, its result could not be written: on resume the outcome is unknown, and
+    the run halts rather than charging again."""
+    ledger = Ledger()
+    tools = list(make_tools(ledger).values())
+    store = FailingStore(MemoryStore())
+    store.fail("append", key="result/c1/1")
+    async with Journal(store=store) as journal:
+        agent = Agent(model=ScriptedModel(SCRIPT_CHARGE), tools=tools)
+        with pytest.raises(StorageError, match="nothing written"):
+            await agent.run("r", "go", journal=journal)
+        assert store.failed == [("append", "r", "result/c1/1")]
+        again = await agent.resume("r", journal=journal)
+        assert again.status == RunStatus.HALTED and ledger.count("charge") == 1
+        assert await journal.store.get("r", "result/c1/1") is None
+
+
+async def test_a_failing_store_fails_a_write_after_it_is_made() -> None:
+    """``after=True``: the write commits and its caller hears an error, as when a connection
+    drops during a commit. The resume finds the result and charges nothing more."""
+    ledger = Ledger()
+    tools = list(make_tools(ledger).values())
+    store = FailingStore(MemoryStore())
+    store.fail("append", key="result/c1/1", after=True, error=StorageError("connection lost"))
+    async with Journal(store=store) as journal:
+        agent = Agent(model=ScriptedModel(SCRIPT_CHARGE), tools=tools)
+        with pytest.raises(StorageError, match="connection lost"):
+            await agent.run("r", "go", journal=journal)
+        again = await agent.resume("r", journal=journal)
+        assert again.status == RunStatus.COMPLETED and ledger.count("charge") == 1
+    with pytest.raises(ConfigError, match="no method 'appendd'"):
+        store.fail("appendd")
+
+
+async def test_capture_events_sees_bides_log_events() -> None:
+    """structlog's ``capture_logs`` does not see bide's events (bide leaves structlog's global
+    configuration alone); ``capture_events`` does, with their fields."""
+    with capture_events() as events:
+        async with Journal(store=MemoryStore()) as journal:
+            await Agent(model=ScriptedModel([{"text": "hi"}])).run("r", "go", journal=journal)
+    finished = [e for e in events if e["event"] == "drive_finished"]
+    assert finished and finished[0]["status"] == "completed"
+    assert finished[0]["run_id"] == "r" and finished[0]["log_level"] == "info"
+    assert finished[0]["logger"].startswith("runtime")
+    # Outside the block nothing more is collected, and the loggers' levels are as they were.
+    count = len(events)
+    async with Journal(store=MemoryStore()) as journal:
+        await Agent(model=ScriptedModel([{"text": "hi"}])).run("s", "go", journal=journal)
+    assert len(events) == count

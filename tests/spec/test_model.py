@@ -11,7 +11,8 @@ from runtime import ownership
 from runtime.functions import tool
 from runtime.journal import Journal
 from runtime.reconcile import settle_seconds, settles_at_ms
-from runtime.store.sqlite.leases import LeaseOp, decide
+from runtime.store.leases import judge
+from runtime.store.ops import LeaseOp
 from spec import protocol
 from spec.check import check
 from spec.models import DEEP, MAIN, MUTANTS, Mutant
@@ -56,8 +57,8 @@ def test_the_first_trail_is_a_shortest_one() -> None:
 
 
 def test_lease_decisions_are_the_sqlite_stores_own() -> None:
-    """The model does not restate the lease rules: it calls the store's ``decide``."""
-    assert protocol.decide is decide  # type: ignore[attr-defined]
+    """The model does not restate the lease rules: it calls the stores' ``judge``."""
+    assert protocol.judge is judge  # type: ignore[attr-defined]
     granted, lease = protocol.lease_decision("acquire", None, None, "A1", 3)
     assert granted and lease == Lease(1, "A1", 3, False)
     # A live lease is refused to another owner; an expired one is taken over with a new epoch.
@@ -72,10 +73,10 @@ def test_the_stores_never_renew_an_expired_lease_that_nobody_took_over() -> None
     """What the model found, and the revival mutant keeps finding: the store's own rule
     refuses it (the holder must acquire anew, with a new epoch)."""
     leases = {"r": (1, protocol._owner("A1"), "h", 0, 10, False)}
-    granted, row, _ = decide(LeaseOp("renew", "r", epoch=1, ttl_ms=5), leases, set(), 20)
+    granted, row, _ = judge(LeaseOp("renew", "r", epoch=1, ttl_ms=5), leases, set(), 20)
     assert not granted and row is not None and row[4] == 10
     live = {"r": (1, protocol._owner("A1"), "h", 0, 30, False)}
-    granted, row, _ = decide(LeaseOp("renew", "r", epoch=1, ttl_ms=5), live, set(), 20)
+    granted, row, _ = judge(LeaseOp("renew", "r", epoch=1, ttl_ms=5), live, set(), 20)
     assert granted and row is not None and row[4] == 25
 
 

@@ -3,7 +3,7 @@ decides each key's winner (``batch``), the group-commit writer (``writer``), lea
 (``leases``), the schema (``migrate``) and the store itself (``store``). Needs the
 ``bide[postgres]`` extra (asyncpg)."""
 
-from runtime.store.postgres.connect import display, is_postgres_url, postgres_url
+from runtime.store.postgres.connect import display, postgres_url
 from runtime.store.postgres.store import PostgresStore
 
-__all__ = ["PostgresStore", "display", "is_postgres_url", "postgres_url"]
+__all__ = ["PostgresStore", "display", "postgres_url"]

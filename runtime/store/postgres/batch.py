@@ -1,9 +1,9 @@
 """One batch of journal writes on PostgreSQL, applied inside the writer's open transaction.
 
 ``apply(conn, ops)`` takes the journal's write lock, reads in one statement every key the batch
-inserts, guards on or watches, the leases it is fenced by, the highest ``seq`` and the server's
-clock; decides each op's outcome as if the ops ran one by one in order; and writes the winners
-and the run index in one more statement. Four round trips per batch, whatever its size (five
+names (``decide.wanted``), the leases it is fenced by, the highest ``seq`` and the server's
+clock; lets ``decide`` settle each op as if the ops ran one by one in order; and writes the
+winners and the run index in one more statement. Four round trips per batch, whatever its size (five
 when the batch makes a run ready without holding its lease: it ``NOTIFY``s the workers), plus
 one for each kind of lease op in it: acquire, renew, release (``apply_all``).
 """
@@ -11,33 +11,21 @@ one for each kind of lease op in it: acquire, renew, release (``apply_all``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from runtime.errors import FormatError, LeaseLost, StorageError
+from runtime.errors import StorageError
 from runtime.store import schema
+from runtime.store.decide import LeaseRow, Row, decide, wanted
+from runtime.store.ops import DataOp, LeaseOp, Op
 from runtime.store.postgres import leases as L
-from runtime.store.postgres.connect import NOW_MS, READY_CHANNEL, READY_STATUSES, WRITE_LOCK
-from runtime.store.protocol import written_ahead
-from runtime.store.sqlite.setup import check_format
+from runtime.store.postgres.connect import NOW_MS, READY_CHANNEL, WRITE_LOCK
 
 if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal opens
     from sqlalchemy.ext.asyncio import AsyncConnection
 
-__all__ = [
-    "AppendOp",
-    "CreateOp",
-    "DataOp",
-    "Failed",
-    "IndexOp",
-    "LeaseOp",
-    "Op",
-    "apply",
-    "apply_all",
-    "fenced",
-]
+__all__ = ["apply", "apply_all"]
 
 _R, _U, _L = schema.records.name, schema.runs.name, schema.leases.name
 INDEX_COLUMNS = schema.INDEX_COLUMNS
@@ -52,7 +40,7 @@ PROBE = sa.text(
     f"SELECT 0, r.run_id, r.key, r.seq, r.kind, r.codec, r.payload, r.created_ms "
     f"FROM unnest(CAST(:runs AS text[]), CAST(:keys AS text[])) AS p(run_id, key) "
     f"JOIN {_R} AS r ON r.run_id = p.run_id AND r.key = p.key "
-    f"UNION ALL SELECT 1, l.run_id, NULL, l.epoch, NULL, NULL, NULL, NULL FROM {_L} AS l "
+    f"UNION ALL SELECT 1, l.run_id, NULL, l.epoch, NULL, NULL, l.owner, NULL FROM {_L} AS l "
     f"WHERE l.run_id = ANY(CAST(:fenced AS text[])) "
     f"UNION ALL SELECT 2, NULL, NULL, (SELECT max(seq) FROM {_R}), NULL, NULL, NULL, {NOW_MS}"
 )
@@ -87,77 +75,19 @@ WRITE = sa.text(
 )
 
 
-@dataclass(slots=True)
-class AppendOp:
-    """Insert one record unless its key exists; report the winner and whether ``watch`` exists."""
-
-    run_id: str
-    key: str
-    kind: str
-    codec: str
-    payload: str
-    unless: tuple[str, ...] | None = None
-    watch: str | None = None
-    check_header: bool = False
-    index: dict[str, Any] | None = None
-    epoch: int | None = None
-    """Refused with ``LeaseLost`` unless the run's lease has this epoch (when given)."""
-    before: tuple[tuple[str, str, str], ...] = ()
-    """Records (key, kind, payload text) to insert first, all of them and this one or none."""
-    release: bool = False
-    """Release the run's lease (of ``epoch``) in the same transaction, unless refused."""
-
-
-@dataclass(slots=True)
-class CreateOp:
-    """Write a run's header record and its index row, unless the run exists."""
-
-    run_id: str
-    header: str
-    agent: str | None
-    epoch: int | None = None
-
-
-@dataclass(slots=True)
-class IndexOp:
-    """Update a run's row in the derived index (never a record)."""
-
-    run_id: str
-    fields: dict[str, Any]
-    unless: str | None = None
-    epoch: int | None = None
-
-
-@dataclass(slots=True)
-class LeaseOp:
-    """Acquire, renew or release a run's lease (``leases.apply_lease`` says what each returns)."""
-
-    action: L.Action
-    run_id: str
-    values: dict[str, Any]
-
-
-DataOp = AppendOp | CreateOp | IndexOp
-Op = DataOp | LeaseOp
-
-
-class Failed:
-    """One op's own failure inside a batch that otherwise commits (an unknown format, a lost
-    lease)."""
-
-    __slots__ = ("error",)
-
-    def __init__(self, error: BaseException):
-        self.error = error
-
-
-def fenced(run_id: str, epoch: int, current: int | None) -> LeaseLost:
-    held = "it has no lease" if current is None else f"another owner holds epoch {current}"
-    return LeaseLost(
-        f"run {run_id!r}: this drive's lease (epoch {epoch}) was taken over ({held}); "
-        "it appends nothing more and runs no further tool",
-        run_id=run_id,
-    )
+def _values(op: LeaseOp) -> dict[str, Any]:
+    """A lease op's parameters, as ``leases.apply_lease`` binds them."""
+    if op.action == "acquire":
+        return {
+            "run_id": op.run_id,
+            "owner": op.owner,
+            "host": op.host,
+            "ttl_ms": op.ttl_ms,
+            "take_over": op.epoch,
+        }
+    if op.action == "renew":
+        return {"run_id": op.run_id, "epoch": op.epoch, "ttl_ms": op.ttl_ms}
+    return {"run_id": op.run_id, "epoch": op.epoch}
 
 
 def _encode_index(fields: dict[str, Any]) -> tuple[int, Any, Any, Any, Any]:
@@ -186,7 +116,7 @@ async def apply_all(
         return await apply(conn, [op for _, op in rest], on_xid)
     on_xid((await conn.execute(LOCK)).one()[1])
     outcomes: list[Any] = [None] * len(ops)
-    done = await L.apply_leases(conn, [(op.action, op.values) for _, op in leases])
+    done = await L.apply_leases(conn, [(op.action, _values(op)) for _, op in leases])
     for (i, _), outcome in zip(leases, done, strict=True):
         outcomes[i] = outcome
     if rest:
@@ -199,153 +129,43 @@ async def apply_all(
 async def apply(
     conn: AsyncConnection, ops: list[DataOp], on_xid: Callable[[int], None]
 ) -> list[Any]:
-    """Apply a batch inside the open transaction; one outcome per op, in order.
+    """Apply a batch inside the open transaction; one outcome per op, in order (``decide``).
 
     ``on_xid`` learns the transaction's id as soon as it is known.
-
-    An append's outcome is ``(won, watched, seq, kind, codec, payload, created_ms)``, or
-    ``(False, watched, key)`` when the record under ``key``, one of its guards, refused it; a
-    create's is whether it created the run; an index update's is ``None``; an op that failed on
-    its own is ``Failed``.
     """
-    wanted: dict[tuple[str, str], None] = {}
-    fence: dict[str, None] = {}
-    for op in ops:
-        run_id = op.run_id
-        if op.epoch is not None:
-            fence[run_id] = None
-        if type(op) is AppendOp:
-            wanted[run_id, op.key] = None
-            for guard in op.unless or ():
-                wanted[run_id, guard] = None
-            if op.watch is not None:
-                wanted[run_id, op.watch] = None
-            if op.check_header:
-                wanted[run_id, "header"] = None
-            for entry in op.before:
-                wanted[run_id, entry[0]] = None
-        elif type(op) is CreateOp:
-            wanted[run_id, "header"] = None
-        elif type(op) is IndexOp and op.unless is not None:
-            wanted[run_id, op.unless] = None
+    keys, fenced = wanted(ops)
     on_xid((await conn.execute(LOCK)).one()[1])
-    present: dict[tuple[str, str], tuple[int, str, str, str, int]] = {}
-    epochs: dict[str, int] = {}
+    present: dict[tuple[str, str], Row] = {}
+    leases: dict[str, LeaseRow] = {}
     seq = now = 0
-    probe = {
-        "runs": [r for r, _ in wanted],
-        "keys": [k for _, k in wanted],
-        "fenced": list(fence),
-    }
+    probe = {"runs": [r for r, _ in keys], "keys": [k for _, k in keys], "fenced": list(fenced)}
     for what, run_id, key, number, kind, codec, payload, ms in await conn.execute(PROBE, probe):
         if what == 0:
             present[run_id, key] = (number, kind, codec, payload, ms)
         elif what == 1:
-            epochs[run_id] = number
+            # The lease as the fencing check reads it: its epoch and its owner (to name it).
+            leases[run_id] = (number, payload, "", 0, 0, False)
         else:
             seq, now = number or 0, ms
-    inserts: list[tuple[Any, ...]] = []
-    created: dict[str, dict[str, Any]] = {}  # run -> its index row, for runs new in this batch
-    index: dict[str, dict[str, Any]] = {}  # run -> index fields, for runs that existed
-    outcomes: list[Any] = []
-    # Runs this batch makes ready to drive. A write fenced by an epoch comes from the run's
-    # owner: the run is not claimable until that owner releases it (the release notifies).
-    ready: dict[str, None] = {}
-    releases: dict[str, int] = {}  # run -> the epoch of its lease, released with its append
-    for op in ops:
-        run_id = op.run_id
-        if op.epoch is not None and epochs.get(run_id) != op.epoch:
-            outcomes.append(Failed(fenced(run_id, op.epoch, epochs.get(run_id))))
-            continue
-        if type(op) is AppendOp:
-            if op.check_header:
-                header = present.get((run_id, "header"))
-                try:
-                    check_format(run_id, None if header is None else header[3])
-                except FormatError as exc:
-                    outcomes.append(Failed(exc))
-                    continue
-            watched = op.watch is not None and (run_id, op.watch) in present
-            refused = next((g for g in op.unless or () if (run_id, g) in present), None)
-            if refused is not None:
-                outcomes.append((False, watched, refused))
-                continue
-            k = (run_id, op.key)
-            record = present.get(k)
-            won = record is None
-            if op.before:
-                taken = next((e[0] for e in op.before if (run_id, e[0]) in present), None)
-                if taken is not None or not won:
-                    outcomes.append(Failed(written_ahead(run_id, op.key, taken or op.key)))
-                    continue
-                for key, kind, payload in op.before:
-                    seq += 1
-                    present[run_id, key] = (seq, kind, op.codec, payload, now)
-                    inserts.append((seq, run_id, key, kind, op.codec, payload, now))
-            if record is None:
-                seq += 1
-                record = present[k] = (seq, op.kind, op.codec, op.payload, now)
-                inserts.append((seq, run_id, op.key, op.kind, op.codec, op.payload, now))
-            fields = created.get(run_id)
-            if fields is None:
-                fields = index.setdefault(run_id, {})
-            if op.index:
-                fields.update(op.index)
-                if op.epoch is None and op.index.get("status") in READY_STATUSES:
-                    ready[run_id] = None
-            if op.release and op.epoch is not None:  # fenced by it above: this op's to release
-                releases[run_id] = op.epoch
-            outcomes.append((won, watched, *record))
-        elif type(op) is CreateOp:
-            k = (run_id, "header")
-            header = present.get(k)
-            if header is None:
-                seq += 1
-                present[k] = (seq, "header", "json", op.header, now)
-                inserts.append((seq, run_id, "header", "header", "json", op.header, now))
-                created[run_id] = {"status": "running", "agent": op.agent, "turns": 0}
-                if op.epoch is None:
-                    ready[run_id] = None
-                outcomes.append(True)
-                continue
-            try:
-                check_format(run_id, header[3])
-            except FormatError as exc:
-                outcomes.append(Failed(exc))
-                continue
-            outcomes.append(False)
-        else:
-            assert isinstance(op, IndexOp)
-            unknown = set(op.fields).difference(INDEX_COLUMNS)
-            if unknown:
-                outcomes.append(
-                    Failed(StorageError(f"unknown run index columns {sorted(unknown)}"))
-                )
-                continue
-            if op.unless is None or (run_id, op.unless) not in present:
-                target = created.get(run_id)
-                (index.setdefault(run_id, {}) if target is None else target).update(op.fields)
-                if op.epoch is None and op.fields.get("status") in READY_STATUSES:
-                    ready[run_id] = None
-            outcomes.append(None)
-    if inserts or created or index:
-        await _write(conn, inserts, created, index, now)
-    if releases:
-        values = {"runs": list(releases), "epochs": list(releases.values())}
+    plan = decide(ops, present, seq, now, leases)
+    if plan.inserts or plan.created or plan.index:
+        await _write(conn, plan.inserts, plan.created, plan.index, now)
+    if plan.releases:
+        values = {"runs": list(plan.releases), "epochs": list(plan.releases.values())}
         await conn.execute(L.RELEASE_MANY, values)
-    if ready:
-        await conn.execute(NOTIFY, {"runs": list(ready)})
-    return outcomes
+    if plan.ready:
+        await conn.execute(NOTIFY, {"runs": list(plan.ready)})
+    return plan.outcomes
 
 
 async def _write(
     conn: AsyncConnection,
-    inserts: list[tuple[Any, ...]],
+    inserts: list[Any],
     created: dict[str, dict[str, Any]],
     index: dict[str, dict[str, Any]],
     now: int,
 ) -> None:
-    r = list(zip(*inserts, strict=True)) if inserts else [()] * 7
+    r = [inserts[i::7] for i in range(7)]  # seven values per record, flat
     masks = {run_id: _encode_index(fields) for run_id, fields in index.items()}
     values = {
         "now": now,
@@ -369,5 +189,5 @@ async def _write(
         "u_details": [m[4] for m in masks.values()],
     }
     counts = (await conn.execute(WRITE, values)).one()
-    if counts[0] != len(inserts):
+    if counts[0] != len(inserts) // 7:
         raise StorageError("the journal changed under the write lock; nothing was committed")

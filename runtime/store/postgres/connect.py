@@ -11,7 +11,6 @@ import sqlalchemy as sa
 
 from runtime.errors import ConfigError, StorageError
 from runtime.redact import redact
-from runtime.store.urls import is_postgres_url
 
 if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal opens
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -21,11 +20,9 @@ __all__ = [
     "MIGRATE_LOCK",
     "NOW_MS",
     "READY_CHANNEL",
-    "READY_STATUSES",
     "WRITE_LOCK",
     "connection_lost",
     "display",
-    "is_postgres_url",
     "make_engine",
     "postgres_url",
     "sqlstate",
@@ -48,9 +45,6 @@ READY_CHANNEL = "bide_ready"
 """The channel a write that makes a run ready to drive ``NOTIFY``s, in its own transaction (so a
 notification means committed), with the run's id as payload: workers ``LISTEN`` on it."""
 
-READY_STATUSES = ("running", "submitted")
-"""The index statuses ``claimable`` lists: a run set to one of them by a write that holds no lease
-on it (an answer, a decision, a release) is ready."""
 
 NOW_MS = "CAST(extract(epoch FROM clock_timestamp()) * 1000 AS bigint)"
 """The database's clock in epoch milliseconds: leases and records are timed by the server, so

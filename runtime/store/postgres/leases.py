@@ -17,7 +17,8 @@ import sqlalchemy as sa
 
 from runtime.ownership import Lease, Owner
 from runtime.store import schema
-from runtime.store.postgres.connect import NOW_MS, READY_CHANNEL, READY_STATUSES
+from runtime.store.decide import READY_STATUSES
+from runtime.store.postgres.connect import NOW_MS, READY_CHANNEL
 
 if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal opens
     from sqlalchemy.ext.asyncio import AsyncConnection

@@ -10,24 +10,21 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import sqlalchemy as sa
 
 from runtime.errors import ConfigError, LeaseLost, RunBusy, StorageError
 from runtime.ownership import Lease, Owner, busy, lost
-from runtime.records import CODEC, Appended, Entry, Record
+from runtime.records import Record
 from runtime.store import schema
-from runtime.store.codec import decode, encode
+from runtime.store.checks import check_query, check_run_id, ttl_ms
+from runtime.store.codec import decode
+from runtime.store.decide import Row
+from runtime.store.front import StoreFront, like_prefix
+from runtime.store.ops import LeaseOp, Op
 from runtime.store.postgres import leases as L
-from runtime.store.postgres.batch import (
-    AppendOp,
-    CreateOp,
-    IndexOp,
-    LeaseOp,
-    Op,
-)
 from runtime.store.postgres.connect import (
     NOW_MS,
     connection_lost,
@@ -39,19 +36,7 @@ from runtime.store.postgres.connect import (
 from runtime.store.postgres.listen import wakeups
 from runtime.store.postgres.migrate import ensure_engine
 from runtime.store.postgres.writer import Writer
-from runtime.store.protocol import (
-    RunPage,
-    RunRow,
-    appended,
-    check_appended,
-    check_query,
-    check_release,
-    check_run_id,
-    index_fields,
-    parse_cursor,
-    ttl_ms,
-)
-from runtime.store.sqlite.setup import check_format
+from runtime.store.protocol import RunRow
 
 if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal opens
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -94,11 +79,7 @@ _RUNS = sa.select(
 _ROW = _RUNS.where(_u.c.run_id == _RUN_ID)
 
 
-_HEADER = encode({"format": schema.FORMAT_VERSION})
-"""Every run's header record, as stored (the same for all runs of this format)."""
-
-
-class PostgresStore:
+class PostgresStore(StoreFront):
     """A journal in a PostgreSQL database (the ``Store`` protocol).
 
     ``await PostgresStore.open("postgresql://user@host/db")``, then ``await store.close()``.
@@ -106,11 +87,11 @@ class PostgresStore:
     """
 
     def __init__(self, path: str, engine: AsyncEngine, writer: Writer):
+        super().__init__()
         self.path = path
         self._engine = engine
         self._reads = engine.execution_options(isolation_level="AUTOCOMMIT")
         self._writer = writer
-        self._verified: set[str] = set()
         self._closed = False
 
     @classmethod
@@ -147,12 +128,6 @@ class PostgresStore:
         finally:
             await self._engine.dispose()
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
     @property
     def commits(self) -> int:
         """How many transactions the writer has committed (group commit shares them)."""
@@ -171,66 +146,6 @@ class PostgresStore:
     async def _submit(self, op: Op) -> Any:
         return await self._writer.submit(op)
 
-    async def create_run(
-        self, run_id: str, *, agent: str | None = None, epoch: int | None = None
-    ) -> bool:
-        """Write the run's header (format version) unless the run exists; True if it is new.
-
-        An existing run written in another format is refused with ``FormatError``.
-        """
-        check_run_id(run_id)
-        if agent is not None:
-            index_fields({"agent": agent})
-        created = bool(await self._submit(CreateOp(run_id, _HEADER, agent, epoch)))
-        self._verified.add(run_id)
-        return created
-
-    async def append(
-        self,
-        run_id: str,
-        key: str,
-        kind: str,
-        payload: Any,
-        *,
-        unless: str | tuple[str, ...] | None = None,
-        watch: str | None = None,
-        index: Mapping[str, Any] | None = None,
-        epoch: int | None = None,
-        before: Sequence[Entry] = (),
-        release: bool = False,
-    ) -> Appended:
-        """Insert ``payload`` under ``key`` unless the key exists; return the winner (the
-        contract is ``Store.append``'s, ``before`` and ``release`` included)."""
-        check_release(release, epoch)
-        check_appended(run_id, key, kind, unless, watch, before)
-        op = AppendOp(
-            run_id,
-            key,
-            kind,
-            CODEC,
-            encode(payload),
-            unless=(unless,) if isinstance(unless, str) else unless,
-            watch=watch,
-            check_header=run_id not in self._verified,
-            index=index_fields(index) if index else None,
-            epoch=epoch,
-            before=tuple((e.key, e.kind, encode(e.payload)) for e in before),
-            release=release,
-        )
-        outcome = await self._submit(op)
-        self._verified.add(run_id)
-        return appended(outcome, run_id, key, payload, before, release)
-
-    async def update_index(
-        self, run_id: str, *, unless: str | None = None, epoch: int | None = None, **fields: Any
-    ) -> None:
-        """Update the run's listing row (status, agent, turns, detail). Never touches a record.
-
-        ``unless`` names a key whose record, if present, leaves the row as it is (checked in
-        the same transaction).
-        """
-        await self._submit(IndexOp(run_id, index_fields(fields), unless, epoch))
-
     # --- leases ----------------------------------------------------------------------------
 
     async def acquire(
@@ -239,15 +154,8 @@ class PostgresStore:
         """Grant the run's lease to ``owner`` (the contract is ``Store.acquire``'s), or raise
         ``RunBusy`` naming the holder."""
         check_run_id(run_id)
-        values = {
-            "run_id": run_id,
-            "owner": L.owner_text(owner),
-            "host": owner.host,
-            "ttl_ms": ttl_ms(ttl),
-            "take_over": take_over,
-        }
-
-        granted, row = await self._submit(LeaseOp("acquire", run_id, values))
+        op = LeaseOp("acquire", run_id, take_over, L.owner_text(owner), owner.host, ttl_ms(ttl))
+        granted, row = await self._submit(op)
         lease = None if row is None else L.lease_of(run_id, row, owner if granted else None)
         if lease is None:  # pragma: no cover - the upsert either wins or meets a row
             raise StorageError(f"journal {self.path}: the lease of run {run_id!r} vanished")
@@ -257,8 +165,8 @@ class PostgresStore:
 
     async def renew(self, lease: Lease, *, ttl: float) -> Lease:
         """Extend ``lease`` by ``ttl`` seconds from now; ``LeaseLost`` if its epoch moved on."""
-        values = {"run_id": lease.run_id, "epoch": lease.epoch, "ttl_ms": ttl_ms(ttl)}
-        row = await self._submit(LeaseOp("renew", lease.run_id, values))
+        op = LeaseOp("renew", lease.run_id, lease.epoch, ttl_ms=ttl_ms(ttl))
+        row = await self._submit(op)
         renewed = None if row is None else L.lease_of(lease.run_id, row, lease.owner)
         if renewed is None:
             current = await self.lease(lease.run_id)
@@ -267,8 +175,7 @@ class PostgresStore:
 
     async def release(self, lease: Lease) -> bool:
         """Mark ``lease`` released; False (changing nothing) if its epoch moved on."""
-        values = {"run_id": lease.run_id, "epoch": lease.epoch}
-        return bool(await self._submit(LeaseOp("release", lease.run_id, values)))
+        return bool(await self._submit(LeaseOp("release", lease.run_id, lease.epoch)))
 
     async def lease(self, run_id: str) -> Lease | None:
         check_query(run_id=run_id)
@@ -331,42 +238,14 @@ class PostgresStore:
 
         return await self._run(go)
 
-    async def get(self, run_id: str, key: str) -> Record | None:
-        check_query(run_id=run_id, key=key)
+    async def _fetch_record(self, run_id: str, key: str) -> Row | None:
         rows = await self._fetch(_GET, {"run_id": run_id, "key": key})
-        if not rows:
-            return None
-        if run_id not in self._verified and key != "header":
-            await self.check_run(run_id)
-        seq, kind, codec, text, created_ms = rows[0]
-        value = decode(codec, text, run_id=run_id, key=key, seq=seq)
-        return Record(seq, run_id, key, kind, value, created_ms, codec)
+        return tuple(rows[0]) if rows else None
 
-    async def check_run(self, run_id: str) -> bool:
-        """True if the run exists; ``FormatError`` if it is written in an unknown format."""
-        check_query(run_id=run_id)
-        rows = await self._fetch(_GET, {"run_id": run_id, "key": "header"})
-        if not rows:
-            return False
-        check_format(run_id, rows[0][3])
-        self._verified.add(run_id)
-        return True
-
-    async def load(self, run_id: str, *, after: int = 0, prefix: str | None = None) -> list[Record]:
-        """The run's records in commit order, those with ``seq > after`` only if given, and
-        those whose keys start with ``prefix`` only if given.
-
-        The header is checked before any other record is decoded: a run in an unknown format
-        raises ``FormatError`` and nothing of it is returned.
-        """
-        if run_id not in self._verified and not await self.check_run(run_id):
-            return []
+    async def _fetch_records(self, run_id: str, after: int, prefix: str | None) -> list[Record]:
         if prefix is None:
             rows = await self._fetch(_LOAD, {"run_id": run_id, "after": after})
-        elif not prefix:
-            raise ConfigError("a key prefix is a non-empty string")
         else:
-            check_query(prefix=prefix)
             values = {"run_id": run_id, "after": after, "prefix": prefix}
             rows = await self._fetch(_LOAD_PREFIX, values)
         return [
@@ -382,39 +261,21 @@ class PostgresStore:
             for seq, key, kind, codec, text, ms in rows
         ]
 
-    async def list_runs(
-        self,
-        *,
-        status: str | None = None,
-        prefix: str | None = None,
-        limit: int = 50,
-        before: str | None = None,
-    ) -> RunPage:
-        """Runs newest first, filtered by index status and run-id prefix, one page at a time."""
-        check_query(status=status, prefix=prefix, cursor=before)
-        if limit < 1:
-            raise ConfigError("limit must be at least 1")
+    async def _fetch_runs(
+        self, status: str | None, prefix: str | None, limit: int, before: tuple[int, str] | None
+    ) -> list[RunRow]:
         query = _RUNS
         if status is not None:
             query = query.where(_u.c.status == status)
-        if prefix:
-            escaped = prefix.replace("/", "//").replace("%", "/%").replace("_", "/_")
-            query = query.where(_u.c.run_id.like(escaped + "%", escape="/"))
+        if prefix is not None:
+            query = query.where(_u.c.run_id.like(like_prefix(prefix), escape="/"))
         if before is not None:
-            cursor = sa.tuple_(*(sa.literal(v) for v in parse_cursor(before)))
+            cursor = sa.tuple_(*(sa.literal(v) for v in before))
             query = query.where(sa.tuple_(_u.c.created_ms, _u.c.run_id) < cursor)
-        query = query.order_by(_u.c.created_ms.desc(), _u.c.run_id.desc()).limit(limit + 1)
-        rows = await self._fetch(query, {})
-        runs = [_run_row(row) for row in rows[:limit]]
-        next_cursor = None
-        if len(rows) > limit:
-            last = runs[-1]
-            next_cursor = f"{last.created_ms}:{last.run_id}"
-        return RunPage(runs, next_cursor)
+        query = query.order_by(_u.c.created_ms.desc(), _u.c.run_id.desc()).limit(limit)
+        return [_run_row(row) for row in await self._fetch(query, {})]
 
-    async def run_row(self, run_id: str) -> RunRow | None:
-        """The run's row in the index, if the run exists."""
-        check_query(run_id=run_id)
+    async def _fetch_run(self, run_id: str) -> RunRow | None:
         rows = await self._fetch(_ROW, {"run_id": run_id})
         return _run_row(rows[0]) if rows else None
 

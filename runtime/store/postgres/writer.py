@@ -18,7 +18,8 @@ import sqlalchemy as sa
 from runtime import faults
 from runtime.errors import StorageError
 from runtime.logs import get_logger
-from runtime.store.postgres.batch import AppendOp, CreateOp, Failed, Op, apply_all
+from runtime.store.ops import AppendOp, CreateOp, Failed, Op
+from runtime.store.postgres.batch import apply_all
 from runtime.store.postgres.connect import connection_lost, sqlstate, storage_error
 
 if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal opens

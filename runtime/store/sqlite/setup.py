@@ -9,20 +9,17 @@ timeout and foreign keys.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import sqlite3
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from runtime.errors import FormatError, StorageError
-from runtime.store import names
+from runtime.errors import StorageError
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
     "Readers",
-    "check_format",
     "configure",
     "file_identity",
     "storage_error",
@@ -105,22 +102,6 @@ class Readers:
                 self._idle.append(conn)
                 return
         conn.close()
-
-
-def check_format(run_id: str, header_payload: str | None) -> None:
-    """Refuse a run whose header is missing or names a format this bide cannot read."""
-    if header_payload is None:
-        raise FormatError(f"run {run_id!r} has no header record", run_id=run_id)
-    try:
-        version = json.loads(header_payload).get("format")
-    except (ValueError, AttributeError):
-        version = None
-    if version != names.FORMAT_VERSION:
-        raise FormatError(
-            f"run {run_id!r} is written in journal format {version!r}; this bide reads format "
-            f"{names.FORMAT_VERSION} only (a newer bide wrote it?)",
-            run_id=run_id,
-        )
 
 
 def file_identity(path: str) -> tuple[int, int] | None:

@@ -16,8 +16,9 @@ from typing import Any
 from runtime import faults
 from runtime.errors import StorageError
 from runtime.logs import get_logger
-from runtime.store.sqlite.batch import AppendOp, CreateOp, Failed, Op, apply
-from runtime.store.sqlite.leases import now_ms
+from runtime.store.leases import now_ms
+from runtime.store.ops import AppendOp, CreateOp, Failed, Op
+from runtime.store.sqlite.batch import apply
 from runtime.store.sqlite.setup import BUSY_TIMEOUT_MS, configure, file_identity, storage_error
 
 __all__ = ["MAX_BATCH", "Writer"]
