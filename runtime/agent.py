@@ -255,14 +255,25 @@ class Agent(Generic[OutputT]):
         return cast("RunResult[OutputT]", result)
 
     async def submit(
-        self, run_id: str, input: str, *, journal: Journal, spec: str | None = None
+        self,
+        run_id: str,
+        input: str,
+        *,
+        journal: Journal,
+        spec: str | None = None,
+        session: str | None = None,
     ) -> RunResult[OutputT]:
         """Start the run durably and return at once, without driving it: status ``submitted``
         until a worker (or ``resume``) drives it. ``spec`` tells a worker how to rebuild this
-        agent. A run that exists already is left as it is and its status returned."""
+        agent. A run that exists already is left as it is and its status returned.
+        ``session``: the run is the session's next message, as for ``run`` (a session whose
+        last message has not ended raises ``SessionBusy``)."""
         _check_input(run_id, input)
         _ = self.specs  # a new run journals them: a tool without schemas fails it unwritten
-        result = await RunDrive(self, journal, run_id, submit_only=True).go(input, spec)
+        drive = RunDrive(self, journal, run_id, submit_only=True)
+        if session is not None:
+            drive.session = await claim(journal.store, session, run_id, hook=self.session_history)
+        result = await drive.go(input, spec)
         return cast("RunResult[OutputT]", result)
 
     def validate_arguments(self, tool: str, arguments: Any) -> str | None:

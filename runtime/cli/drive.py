@@ -56,6 +56,12 @@ def _submit_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--run-id", metavar="ID", help="the run's id (default: a new one)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    parser.add_argument(
+        "--session",
+        metavar="NAME",
+        help=f"the run is the next message of this session (exit {EXIT_BUSY} if its last "
+        "message has not ended)",
+    )
     parser.add_argument("input", metavar="INPUT", help="the run's input text ('-' reads stdin)")
 
 
@@ -128,7 +134,9 @@ async def _submit(inv: Invocation) -> int:
     run_id = args.run_id or _new_run_id()
     text = sys.stdin.read().rstrip("\n") if args.input == "-" else args.input
     async with open_agent(args.agent) as agent, inv.journal(create=True) as journal:
-        result = await agent.submit(run_id, text, journal=journal, spec=journaled_spec(args.agent))
+        result = await agent.submit(
+            run_id, text, journal=journal, spec=journaled_spec(args.agent), session=args.session
+        )
     if args.json:
         inv.out_json(result.to_json())
     elif result.status is RunStatus.SUBMITTED:

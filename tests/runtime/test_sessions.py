@@ -22,6 +22,7 @@ from runtime import (
     SessionBusy,
     ToolCall,
     ToolSpec,
+    Worker,
     tool,
 )
 from runtime import records as R
@@ -338,3 +339,24 @@ async def test_a_summary_the_model_writes_is_journaled_and_read_back_on_resume(
     assert resumed.status is RunStatus.COMPLETED
     (again,) = fresh.shown  # no second summary: it was read from the journal
     assert again[: len(first_turn)] == first_turn
+
+
+async def test_submitted_messages_are_driven_by_a_worker_in_order(journal: Journal) -> None:
+    model = Echo()
+    agent = Agent(model=model, tools=[note])
+    await agent.submit("w1", "first", journal=journal, session="queued")
+    with pytest.raises(SessionBusy):  # submitted, not ended: it holds the session
+        await agent.submit("w2", "second", journal=journal, session="queued")
+    async with Worker(journal, agent=agent, poll=0.02):
+        await _until_completed(journal, "w1")
+    await agent.submit("w2", "second", journal=journal, session="queued")
+    async with Worker(journal, agent=agent, poll=0.02):
+        await _until_completed(journal, "w2")
+    assert model.shown[-1][0] == UserMessage("first")  # the second saw the first
+    assert [m.run_id for m in await messages_of(journal.store, "queued")] == ["w1", "w2"]
+
+
+async def _until_completed(journal: Journal, run_id: str) -> None:
+    async with asyncio.timeout(30):
+        while await journal.status(run_id) != "completed":
+            await asyncio.sleep(0.02)
