@@ -177,7 +177,7 @@ def load_agent_file(path: str | os.PathLike[str]) -> AgentFile:
 
 
 @asynccontextmanager
-async def open_agent_file(path: str | os.PathLike[str]) -> AsyncIterator[Agent]:
+async def open_agent_file(path: str | os.PathLike[str]) -> AsyncIterator[Agent[Any]]:
     """Build the agent an agent file describes, with its MCP servers connected while in use."""
     spec = load_agent_file(path)
     base = Path(path).resolve().parent

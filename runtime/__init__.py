@@ -4,7 +4,7 @@ import importlib
 import typing
 
 if typing.TYPE_CHECKING:
-    from runtime.agent import Agent
+    from runtime.agent import Agent, Session
     from runtime.approval import ApprovalPolicy, Decision, Tally, single_approval
     from runtime.errors import (
         BideError,
@@ -19,6 +19,7 @@ if typing.TYPE_CHECKING:
         ProtocolError,
         RunBusy,
         SchemaError,
+        SessionBusy,
         StorageError,
         ToolArgumentsError,
         ToolError,
@@ -27,6 +28,7 @@ if typing.TYPE_CHECKING:
     )
     from runtime.functions import FunctionTool, tool
     from runtime.journal import Decided, Journal, Resolution, RunPage, RunRow, Store
+    from runtime.limits import UsageLimits
     from runtime.messages import (
         AssistantTurn,
         Message,
@@ -36,6 +38,7 @@ if typing.TYPE_CHECKING:
         UserMessage,
     )
     from runtime.model import Model
+    from runtime.output import OutputSpec
     from runtime.ownership import Lease, Owner
     from runtime.records import Record
     from runtime.result import Halt, RunResult, RunStatus, Waiting
@@ -68,6 +71,7 @@ __all__ = [
     "Message",
     "Model",
     "ModelError",
+    "OutputSpec",
     "Owner",
     "OwnershipError",
     "ProtocolError",
@@ -83,6 +87,8 @@ __all__ = [
     "RunStatus",
     "Safety",
     "SchemaError",
+    "Session",
+    "SessionBusy",
     "StorageError",
     "Store",
     "Tally",
@@ -96,6 +102,7 @@ __all__ = [
     "ToolSpec",
     "UnknownToolError",
     "Usage",
+    "UsageLimits",
     "UserMessage",
     "Waiting",
     "Worker",
@@ -122,6 +129,7 @@ _WHERE = {
     "ProtocolError": "runtime.errors",
     "RunBusy": "runtime.errors",
     "SchemaError": "runtime.errors",
+    "SessionBusy": "runtime.errors",
     "StorageError": "runtime.errors",
     "ToolArgumentsError": "runtime.errors",
     "ToolError": "runtime.errors",
@@ -135,6 +143,7 @@ _WHERE = {
     "RunPage": "runtime.journal",
     "RunRow": "runtime.journal",
     "Store": "runtime.journal",
+    "UsageLimits": "runtime.limits",
     "AssistantTurn": "runtime.messages",
     "Message": "runtime.messages",
     "ToolCall": "runtime.messages",
@@ -142,6 +151,7 @@ _WHERE = {
     "Usage": "runtime.messages",
     "UserMessage": "runtime.messages",
     "Model": "runtime.model",
+    "OutputSpec": "runtime.output",
     "Lease": "runtime.ownership",
     "Owner": "runtime.ownership",
     "Record": "runtime.records",
@@ -151,6 +161,7 @@ _WHERE = {
     "Waiting": "runtime.result",
     "RetryPolicy": "runtime.retry",
     "RetryingModel": "runtime.retry",
+    "Session": "runtime.agent",
     "CallState": "runtime.state",
     "RunState": "runtime.state",
     "Safety": "runtime.tools",

@@ -54,7 +54,18 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("store", ("runtime.store",)),
-    ("fold", ("runtime.history", "runtime.callstate", "runtime.state", "runtime.stops")),
+    (
+        "fold",
+        (
+            "runtime.history",
+            "runtime.callstate",
+            "runtime.state",
+            "runtime.stops",
+            "runtime.output",
+            "runtime.limits",
+            "runtime.sessions",
+        ),
+    ),
     ("handle", ("runtime.holding", "runtime.journal")),
     ("views", ("runtime.telling", "runtime.timeline", "runtime.runs")),
     (
@@ -68,6 +79,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "runtime.findings",
             "runtime.reconcile",
             "runtime.calls",
+            "runtime.answers",
+            "runtime.summaries",
             "runtime.ahead",
             "runtime.loop",
             "runtime.agent",

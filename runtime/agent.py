@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from functools import cached_property
-from typing import Any
+from typing import Any, Generic, TypeVar, cast, overload
 
 from runtime.approval import ApprovalPolicy
 from runtime.errors import (
@@ -19,28 +19,99 @@ from runtime.errors import (
 from runtime.functions import FunctionTool
 from runtime.journal.journal import Journal
 from runtime.jsontext import unstorable, unstorable_text
+from runtime.limits import UsageLimits
 from runtime.logs import get_logger
 from runtime.loop import RunDrive
 from runtime.model import Model
+from runtime.output import OUTPUT_TOOL, OutputType, accepts_output
 from runtime.result import RunResult
 from runtime.retry import MODEL_RETRY, TOOL_RETRY, RetryingModel, RetryPolicy
+from runtime.sessions import SESSION_PREFIX, HistoryHook, claim, journal_id, messages_of
 from runtime.tools import (
     Tool,
     ToolSpec,
     validate_tool_name,
 )
 
-__all__ = ["Agent"]
+__all__ = ["Agent", "Session"]
 
 log = get_logger(__name__)
 
+OutputT = TypeVar("OutputT")
+T2 = TypeVar("T2")
 
-class Agent:
+
+class Agent(Generic[OutputT]):
     """A definition of an agent: a model, tools and limits. Holds no connection.
 
     One Agent drives many runs, concurrently too: ``await agent.run(run_id, input,
     journal=journal)``. Build it in a module and the CLI can name it ``module:attr``.
+
+    With ``output_type`` (a pydantic model, a dataclass, a TypedDict, a plain type or a union)
+    a run's answer is validated and ``RunResult.output`` is the value (``Agent[OutputT]``); an
+    invalid answer goes back to the model at most ``output_retries`` times
+    (``runtime.output``). A tool named in ``output_tools`` ends the run with its value.
+    ``usage_limits`` caps what each run may spend (``runtime.limits``).
+    Without it the output is the model's last text (``Agent[str]``). For a union, name the
+    type: ``Agent[A | B](output_type=A | B, ...)``.
     """
+
+    @overload
+    def __init__(
+        self: Agent[str],
+        *,
+        model: Model,
+        tools: Iterable[Tool] = (),
+        system_prompt: str | None = None,
+        max_turns: int = 20,
+        name: str | None = None,
+        max_concurrency: int = 8,
+        tool_retry: RetryPolicy | None = None,
+        model_retry: RetryPolicy | None = None,
+        output_type: None = None,
+        output_retries: int = 1,
+        output_tools: Iterable[str] = (),
+        usage_limits: UsageLimits | None = None,
+        session_history: HistoryHook | None = None,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Agent[OutputT],
+        *,
+        model: Model,
+        tools: Iterable[Tool] = (),
+        system_prompt: str | None = None,
+        max_turns: int = 20,
+        name: str | None = None,
+        max_concurrency: int = 8,
+        tool_retry: RetryPolicy | None = None,
+        model_retry: RetryPolicy | None = None,
+        output_type: type[OutputT],
+        output_retries: int = 1,
+        output_tools: Iterable[str] = (),
+        usage_limits: UsageLimits | None = None,
+        session_history: HistoryHook | None = None,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Agent[OutputT],
+        *,
+        model: Model,
+        tools: Iterable[Tool] = (),
+        system_prompt: str | None = None,
+        max_turns: int = 20,
+        name: str | None = None,
+        max_concurrency: int = 8,
+        tool_retry: RetryPolicy | None = None,
+        model_retry: RetryPolicy | None = None,
+        output_type: object,
+        output_retries: int = 1,
+        output_tools: Iterable[str] = (),
+        usage_limits: UsageLimits | None = None,
+        session_history: HistoryHook | None = None,
+    ) -> None: ...
 
     def __init__(
         self,
@@ -53,7 +124,12 @@ class Agent:
         max_concurrency: int = 8,
         tool_retry: RetryPolicy | None = None,
         model_retry: RetryPolicy | None = None,
-    ):
+        output_type: object = None,
+        output_retries: int = 1,
+        output_tools: Iterable[str] = (),
+        usage_limits: UsageLimits | None = None,
+        session_history: HistoryHook | None = None,
+    ) -> None:
         if not isinstance(model, Model):
             raise ConfigError(f"model must implement Model.complete, got {model!r}")
         if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
@@ -94,6 +170,41 @@ class Agent:
             self.tools[spec.name] = t
             if not isinstance(t, FunctionTool):
                 self._validators[spec.name] = _validator(spec.name, spec.input_schema)
+        if (
+            isinstance(output_retries, bool)
+            or not isinstance(output_retries, int)
+            or output_retries < 0
+        ):
+            raise ConfigError("output_retries must be an integer >= 0")
+        self.output_retries = output_retries
+        self.output: OutputType[OutputT] | None = None
+        """The output type's schema and validation; None: the output is the model's text."""
+        if output_type is not None and output_type is not str:
+            self.output = OutputType(output_type)
+            if OUTPUT_TOOL in self.tools:
+                raise ConfigError(
+                    f"a tool of agent {self.name!r} is named {OUTPUT_TOOL!r}, the name of the "
+                    "output tool of an agent with an output_type"
+                )
+        if isinstance(output_tools, str):
+            raise ConfigError("output_tools is a list of tool names, not a string")
+        self.output_tools = frozenset(output_tools)
+        """Tools whose value ends the run as its output (at most one call per run)."""
+        for tool_name in self.output_tools:
+            if tool_name not in self.tools:
+                raise ConfigError(f"output tool {tool_name!r} is not a tool of the agent")
+        if usage_limits is not None and not isinstance(usage_limits, UsageLimits):
+            raise ConfigError(f"usage_limits must be a UsageLimits, not {usage_limits!r}")
+        self.usage_limits = usage_limits
+        """What each run may spend (``runtime.limits``), counted from its journal."""
+        if session_history is not None and not callable(session_history):
+            raise ConfigError("session_history must be a function of the earlier messages")
+        self.session_history = session_history
+        """What a session's message shows its model of the earlier ones (``runtime.sessions``)."""
+        self.answers = self.output is not None or bool(self.output_tools)
+        """Whether a drive settles typed answers (``runtime.answers``)."""
+        self.asks_output = self.output is not None and accepts_output(model)
+        """Whether the model is given the output spec (else it is offered the output tool)."""
 
     @cached_property
     def specs(self) -> tuple[ToolSpec, ...]:
@@ -111,7 +222,8 @@ class Agent:
         journal: Journal,
         spec: str | None = None,
         wait: float | None = None,
-    ) -> RunResult:
+        session: str | None = None,
+    ) -> RunResult[OutputT]:
         """Start the run ``run_id`` with ``input``, or resume it if it exists.
 
         A finished run returns its recorded result without calling the model or any tool; an
@@ -120,26 +232,49 @@ class Agent:
 
         The drive holds the run's lease: a run another live owner drives raises ``RunBusy``
         naming it, unless ``wait`` (seconds) lets the lease be released or expire first.
+
+        ``session``: the run is the session's next message (``runtime.sessions``), and its
+        model sees the earlier ones; a session whose previous message has not ended raises
+        ``SessionBusy``, unless it ends within ``wait`` seconds.
         """
         _check_input(run_id, input)
         _ = self.specs  # a new run journals them: a tool without schemas fails it unwritten
-        return await RunDrive(self, journal, run_id, wait=wait).go(input, spec)
+        drive = RunDrive(self, journal, run_id, wait=wait)
+        if session is not None:
+            drive.session = await claim(
+                journal.store, session, run_id, hook=self.session_history, wait=wait
+            )
+        result = await drive.go(input, spec)
+        return cast("RunResult[OutputT]", result)
 
     async def resume(
         self, run_id: str, *, journal: Journal, wait: float | None = None
-    ) -> RunResult:
+    ) -> RunResult[OutputT]:
         """Drive an existing run again from its journal, with its recorded input."""
-        return await RunDrive(self, journal, run_id, wait=wait).go(None, None)
+        result = await RunDrive(self, journal, run_id, wait=wait).go(None, None)
+        return cast("RunResult[OutputT]", result)
 
     async def submit(
-        self, run_id: str, input: str, *, journal: Journal, spec: str | None = None
-    ) -> RunResult:
+        self,
+        run_id: str,
+        input: str,
+        *,
+        journal: Journal,
+        spec: str | None = None,
+        session: str | None = None,
+    ) -> RunResult[OutputT]:
         """Start the run durably and return at once, without driving it: status ``submitted``
         until a worker (or ``resume``) drives it. ``spec`` tells a worker how to rebuild this
-        agent. A run that exists already is left as it is and its status returned."""
+        agent. A run that exists already is left as it is and its status returned.
+        ``session``: the run is the session's next message, as for ``run`` (a session whose
+        last message has not ended raises ``SessionBusy``)."""
         _check_input(run_id, input)
         _ = self.specs  # a new run journals them: a tool without schemas fails it unwritten
-        return await RunDrive(self, journal, run_id, submit_only=True).go(input, spec)
+        drive = RunDrive(self, journal, run_id, submit_only=True)
+        if session is not None:
+            drive.session = await claim(journal.store, session, run_id, hook=self.session_history)
+        result = await drive.go(input, spec)
+        return cast("RunResult[OutputT]", result)
 
     def validate_arguments(self, tool: str, arguments: Any) -> str | None:
         """Why ``arguments`` do not fit the tool's input schema, or ``None`` if they do."""
@@ -159,6 +294,8 @@ class Agent:
 
 
 def _check_input(run_id: str, input: object) -> None:
+    if isinstance(run_id, str) and run_id.startswith(SESSION_PREFIX):
+        raise ConfigError(f"run ids that start with {SESSION_PREFIX!r} name sessions: {run_id!r}")
     if not isinstance(input, str):
         raise ConfigError("a run's input is a string")
     problem = unstorable(input, name="input")
@@ -175,3 +312,26 @@ def _validator(name: str, schema: Mapping[str, Any]) -> Any:
     except jsonschema.exceptions.SchemaError as exc:
         raise ConfigError(f"tool {name}: invalid input schema: {exc.message}") from exc
     return cls(schema)
+
+
+class Session:
+    """A handle on one session of a journal: ``await Session("ticket-42", journal).send(agent,
+    run_id, message)`` is ``agent.run(run_id, message, session="ticket-42", journal=journal)``."""
+
+    def __init__(self, name: str, journal: Journal):
+        journal_id(name)  # a bad name fails here
+        self.name = name
+        self.journal = journal
+
+    async def send(
+        self, agent: Agent[T2], run_id: str, message: str, *, wait: float | None = None
+    ) -> RunResult[T2]:
+        """Drive ``message`` as the session's next run (or resume it, if it is one already)."""
+        return await agent.run(run_id, message, session=self.name, journal=self.journal, wait=wait)
+
+    async def runs(self) -> list[str]:
+        """The session's runs, in order."""
+        return [m.run_id for m in await messages_of(self.journal.store, self.name)]
+
+    def __repr__(self) -> str:
+        return f"<Session {self.name}>"

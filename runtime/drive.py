@@ -13,10 +13,13 @@ from typing import Any, Protocol
 
 from runtime.errors import ConfigError
 from runtime.holding import Holding
+from runtime.limits import UsageLimits
 from runtime.model import Model
+from runtime.output import OutputType
 from runtime.records import Appended
 from runtime.result import Halt, Waiting
-from runtime.retry import RetryPolicy
+from runtime.retry import RetryingModel, RetryPolicy
+from runtime.sessions import HistoryHook
 from runtime.tools import Tool, ToolSpec
 
 __all__ = [
@@ -98,7 +101,28 @@ class DrivenAgent(AgentTools, Protocol):
     def max_concurrency(self) -> int: ...
 
     @property
-    def _retrying_model(self) -> Model: ...
+    def _retrying_model(self) -> RetryingModel: ...
+
+    @property
+    def output(self) -> OutputType[Any] | None: ...
+
+    @property
+    def output_tools(self) -> frozenset[str]: ...
+
+    @property
+    def output_retries(self) -> int: ...
+
+    @property
+    def answers(self) -> bool: ...
+
+    @property
+    def asks_output(self) -> bool: ...
+
+    @property
+    def usage_limits(self) -> UsageLimits | None: ...
+
+    @property
+    def session_history(self) -> HistoryHook | None: ...
 
 
 class Drive(Protocol):

@@ -16,6 +16,7 @@
     ├── ProtocolError                a peer (model, MCP server, journal file) broke its protocol
     ├── OwnershipError               who drives a run: another owner holds it, or took it over
     │   ├── RunBusy                  the run's lease is held by a live owner (``lease`` says who)
+    │   ├── SessionBusy              a session's last message has not ended (``holder`` names it)
     │   └── LeaseLost                this drive's lease was taken over: it appends nothing more
     └── BudgetError                  a limit such as ``max_turns`` was reached; the run can continue
 
@@ -50,6 +51,7 @@ __all__ = [
     "ProtocolError",
     "RunBusy",
     "SchemaError",
+    "SessionBusy",
     "StorageError",
     "ToolArgumentsError",
     "ToolError",
@@ -217,6 +219,16 @@ class RunBusy(OwnershipError):
     def __init__(self, message: str, *, lease: HeldLease, run_id: str | None = None):
         super().__init__(message, run_id=run_id)
         self.lease = lease
+
+
+class SessionBusy(OwnershipError):
+    """A session runs one message at a time: the run of its previous message (``holder``) has
+    not ended (it runs, waits or is halted). Wait for it to end, or cancel it."""
+
+    def __init__(self, message: str, *, session: str, holder: str, run_id: str | None = None):
+        super().__init__(message, run_id=run_id)
+        self.session = session
+        self.holder = holder
 
 
 class LeaseLost(OwnershipError):

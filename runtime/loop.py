@@ -17,7 +17,7 @@ from typing import Any
 
 import structlog
 
-from runtime import faults, tracing
+from runtime import answers, faults, tracing
 from runtime import records as R
 from runtime.ahead import WriteAhead, replay
 from runtime.calls import Calls
@@ -31,12 +31,16 @@ from runtime.errors import (
 from runtime.holding import Holding
 from runtime.journal.journal import Journal
 from runtime.jsontext import unstorable, unstorable_text
+from runtime.limits import spent
 from runtime.logs import get_logger
-from runtime.messages import AssistantTurn
+from runtime.messages import AssistantTurn, Message
+from runtime.output import OUTPUT_TOOL, as_conversation, with_output_call
 from runtime.ownership import Owner
 from runtime.redact import clean
 from runtime.result import Halt, RunResult, RunStatus, Waiting
+from runtime.sessions import Opening, Summary, pinned_prefix
 from runtime.state import CallState, RunState
+from runtime.summaries import summarized
 from runtime.tools import (
     KEY_SCHEME,
     ToolSpec,
@@ -91,13 +95,19 @@ class RunDrive(WriteAhead):
         self.key_scheme = KEY_SCHEME
         self.conversation = Conversation()
         self.ahead = ()
+        self.session: Opening | None = None
+        """For a session's new message: its place, pinned in the start record."""
+        self.prefix: Sequence[Message] = ()
+        """A session's earlier messages, as the model sees them before this run's."""
+        self.summarized = False
+        """Whether ``prefix`` went through the agent's ``Summary`` (``runtime.sessions``)."""
         self._committing = None
 
     def cancelled(self) -> bool:
         """Whether a cancel request was seen (refreshed by every write of this drive)."""
         return self.cancel_requested
 
-    async def go(self, input: str | None, spec: str | None) -> RunResult:
+    async def go(self, input: str | None, spec: str | None) -> RunResult[Any]:
         # Bound and reset by token, not by a context manager: fewer objects per drive.
         token = structlog.contextvars.bind_contextvars(run_id=self.run_id)["run_id"]
         try:
@@ -111,7 +121,7 @@ class RunDrive(WriteAhead):
         finally:
             structlog.contextvars.reset_contextvars(run_id=token)
 
-    async def _drive(self, input: str | None, spec: str | None) -> RunResult:
+    async def _drive(self, input: str | None, spec: str | None) -> RunResult[Any]:
         """The lease, the run opened, its steps; logged as the drive finishes or stops. One
         coroutine for all of it: each level is an object every drive keeps while it waits."""
         started = time.monotonic()
@@ -155,7 +165,7 @@ class RunDrive(WriteAhead):
         )
         return result
 
-    async def _steps(self) -> RunResult:
+    async def _steps(self) -> RunResult[Any]:
         while True:
             state = self.state  # a commit refused with records written ahead reloads it
             if state.end is not None:
@@ -168,12 +178,26 @@ class RunDrive(WriteAhead):
                 await Calls(self).cancel_handles(state.pending_calls())  # e.g. open MCP tasks
                 return await self._end("cancelled")
             pending = state.pending_calls()
+            if pending and self.agent.answers:  # the output calls the runtime settles itself
+                pending = await answers.settle(self, pending)
+                if not pending:
+                    continue
             if pending:
+                over = self._over_limit(before_calls=True)
+                if over is not None:
+                    return await self._stop_over_limit(over, pending)
                 stopped = await self._run_calls(pending)
                 if stopped is not None:
                     return stopped
                 continue
-            if state.turns and not state.turns[-1].tool_calls:
+            if state.turns and self.agent.answers:
+                verdict = answers.verdict(self.agent, state)
+                if isinstance(verdict, answers.Answered):
+                    faults.crashpoint("end.before_marker")
+                    return await self._end("completed", output=verdict.output)
+                if isinstance(verdict, answers.Rejected):
+                    return await self._end("failed", error=verdict.error)
+            elif state.turns and not state.turns[-1].tool_calls:
                 faults.crashpoint("end.before_marker")
                 return await self._end("completed", output=state.turns[-1].text)
             failed = await self._next_turn()
@@ -182,7 +206,7 @@ class RunDrive(WriteAhead):
 
     # --- opening ---------------------------------------------------------------------------
 
-    async def _submitted(self, created: bool) -> RunResult:
+    async def _submitted(self, created: bool) -> RunResult[Any]:
         if self.state.end is not None:
             return self._ended()
         if created:
@@ -223,12 +247,17 @@ class RunDrive(WriteAhead):
                     "settings": {"max_turns": self.agent.max_turns},
                     "tools": _tools_digest(self.agent.specs),
                     "key_scheme": KEY_SCHEME,
+                    **({"session": self.session.to_json()} if self.session is not None else {}),
                     **tracing.journaled_context(),
                 },
             )
         start = self.state.start or {}
         # Runs started before key schemes were journaled used scheme 1: keep their keys.
         self.key_scheme = int(start.get("key_scheme") or 1)
+        if start.get("session") is not None and self.state.end is None:
+            self.prefix = await pinned_prefix(
+                self.store, start["session"], self.agent.session_history, run_id=run_id
+            )
         if input is not None and self.state.input != input:
             raise ConfigError(
                 f"run {run_id!r} exists with a different input; a run's input is fixed when it "
@@ -251,7 +280,7 @@ class RunDrive(WriteAhead):
 
     # --- model turns -----------------------------------------------------------------------
 
-    async def _next_turn(self) -> RunResult | None:
+    async def _next_turn(self) -> RunResult[Any] | None:
         n = len(self.state.turns) + 1
         if n > self.agent.max_turns:
             error = BudgetError(
@@ -260,6 +289,9 @@ class RunDrive(WriteAhead):
             )
             await self._stop("max_turns", str(error), "raise max_turns in the agent, then resume")
             raise error
+        over = self._over_limit(before_calls=False)
+        if over is not None:
+            return await self._stop_over_limit(over, ())
         try:
             turn = await self._ask_model()
         except ModelError as exc:
@@ -277,6 +309,8 @@ class RunDrive(WriteAhead):
         plan = {}  # a loop, not a comprehension: no cell holds the drive while the model thinks
         for call in turn.tool_calls:
             plan[call.id] = plan_of(self.agent.tools, call.name)
+            if call.name == OUTPUT_TOOL and self.agent.output is not None:
+                plan[call.id] = {"safety": "read_only", "approval": None, "output": True}
         recorded = turn.to_json()
         problem = unstorable(recorded, name="turn")
         if problem is not None:
@@ -299,6 +333,26 @@ class RunDrive(WriteAhead):
         )
         return None
 
+    def _over_limit(self, *, before_calls: bool) -> str | None:
+        """Why the next model request, or running the last turn's calls, would go over the
+        agent's usage limits (``runtime.limits``), counted from the run's records."""
+        limits = self.agent.usage_limits
+        if limits is None:
+            return None
+        used = spent(self.state, output_calls=self.agent.output is not None)
+        return limits.before_calls(used) if before_calls else limits.before_request(used)
+
+    async def _stop_over_limit(self, over: str, pending: Sequence[CallState]) -> RunResult[Any]:
+        """End the run failed, over a limit; a call already attempted is run to its outcome
+        first (recorded, or halted as it would be), never abandoned."""
+        attempted = [cs for cs in pending if cs.marker is not None]
+        if attempted:
+            stopped = await self._run_calls(attempted)
+            if stopped is not None:
+                return stopped
+        log.warning("usage_limit_exceeded", reason=over)
+        return await self._end("failed", error=over)
+
     async def _stop(self, reason: str, message: str, remedy: str) -> None:
         """Journal why this drive stops short of an end, so no view says the run is running."""
         turns = len(self.state.turns)
@@ -314,16 +368,32 @@ class RunDrive(WriteAhead):
     async def _ask_model(self) -> AssistantTurn:
         agent, messages = self.agent, self.conversation.messages(self.state)
         n = len(self.state.turns) + 1
+        output, tools = None, agent.specs
+        if isinstance(agent.session_history, Summary) and not self.summarized:
+            self.prefix = await summarized(self, agent.session_history, self.prefix)
+            self.summarized = True
+        if self.prefix:  # a session's earlier messages (runtime.sessions)
+            messages = [*self.prefix, *messages]  # type: ignore[assignment]
+        if agent.output is not None:  # runtime.output: how the model is asked for the answer
+            messages = as_conversation(messages)  # type: ignore[assignment]
+            if agent.asks_output:
+                output = agent.output.spec
+            else:
+                tools = (*tools, agent.output.spec.tool())
         with tracing.chat(agent.model, n, agent.system_prompt, messages):
-            turn = await agent._retrying_model.complete(agent.system_prompt, messages, agent.specs)
+            turn = await agent._retrying_model.complete(
+                agent.system_prompt, messages, tools, output=output
+            )
             if not isinstance(turn, AssistantTurn):
                 raise ProtocolError(f"the model returned {type(turn).__name__}, not a turn")
             tracing.answered(turn)
+        if agent.output is not None:
+            turn = with_output_call(turn, n)
         return turn
 
     # --- tool calls ------------------------------------------------------------------------
 
-    async def _run_calls(self, pending: Sequence[CallState]) -> RunResult | None:
+    async def _run_calls(self, pending: Sequence[CallState]) -> RunResult[Any] | None:
         # Every call runs to its end: a halt or a failure in one never cancels a sibling
         # mid-effect, so gather with return_exceptions and decide once all have finished.
         outcomes: list[Outcome | BaseException]
@@ -392,8 +462,8 @@ class RunDrive(WriteAhead):
     # --- ending ----------------------------------------------------------------------------
 
     async def _end(
-        self, status: str, *, output: str | None = None, error: str | None = None
-    ) -> RunResult:
+        self, status: str, *, output: Any = None, error: str | None = None
+    ) -> RunResult[Any]:
         await self.append(
             R.END,
             R.END,
@@ -403,17 +473,21 @@ class RunDrive(WriteAhead):
         )
         return self._ended()
 
-    def _ended(self) -> RunResult:
+    def _ended(self) -> RunResult[Any]:
         end = self.state.end
         assert end is not None
         payload = end.payload
+        output = recorded = payload.get("output")
+        if self.agent.output is not None and recorded is not None:
+            output = self.agent.output.load(recorded, run_id=self.run_id)
         return self._result(
             RunStatus(payload.get("status", "failed")),
-            output=payload.get("output"),
+            output=output,
+            output_json=recorded,
             error=payload.get("error"),
         )
 
-    def _result(self, status: RunStatus, **fields: Any) -> RunResult:
+    def _result(self, status: RunStatus, **fields: Any) -> RunResult[Any]:
         return RunResult(
             run_id=self.run_id,
             status=status,

@@ -20,24 +20,46 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Tokens a model turn consumed, as the provider reported them."""
+    """Tokens a model turn consumed, as the provider reported them, and its cost where the
+    provider reports one (``None``: not reported)."""
 
     input_tokens: int = 0
     output_tokens: int = 0
+    cost: float | None = None
 
     def __add__(self, other: Usage) -> Usage:
+        cost = None
+        if self.cost is not None or other.cost is not None:
+            cost = (self.cost or 0) + (other.cost or 0)
         return Usage(
-            self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            cost,
         )
 
-    def to_json(self) -> dict[str, int]:
-        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+        }
+        if self.cost is not None:  # absent, not null: records written before cost agree
+            out["cost"] = self.cost
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> Usage:
         if not data:
             return cls()
-        return cls(int(data.get("input_tokens", 0)), int(data.get("output_tokens", 0)))
+        cost = data.get("cost")
+        return cls(
+            int(data.get("input_tokens", 0)),
+            int(data.get("output_tokens", 0)),
+            float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None,
+        )
 
 
 @dataclass(frozen=True, slots=True)

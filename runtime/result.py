@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from runtime.messages import Usage
 
 __all__ = ["Halt", "RunResult", "RunStatus", "Waiting"]
+
+OutputT = TypeVar("OutputT")
 
 
 class RunStatus(enum.StrEnum):
@@ -79,12 +81,13 @@ class Waiting:
 
 
 @dataclass(frozen=True, slots=True)
-class RunResult:
-    """The outcome of one drive of a run."""
+class RunResult(Generic[OutputT]):
+    """The outcome of one drive of a run. ``output`` is the answer of a completed run: its
+    text, or the validated value of the agent's ``output_type`` (``Agent[OutputT]``)."""
 
     run_id: str
     status: RunStatus
-    output: str | None = None
+    output: OutputT | None = None
     halts: tuple[Halt, ...] = ()
     waiting: tuple[Waiting, ...] = ()
     usage: Usage = field(default_factory=Usage)
@@ -96,11 +99,14 @@ class RunResult:
         """The first halted call, when the run is halted."""
         return self.halts[0] if self.halts else None
 
+    output_json: Any = None
+    """The output as JSON data, as the end record holds it (the text of an untyped run)."""
+
     def to_json(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id,
             "status": self.status.value,
-            "output": self.output,
+            "output": self.output if self.output_json is None else self.output_json,
             "halts": [h.to_json() for h in self.halts],
             "waiting": [w.to_json() for w in self.waiting],
             "usage": self.usage.to_json(),

@@ -13,6 +13,7 @@ import math
 import random
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from runtime import tracing
 from runtime.errors import ConfigError, ModelError
@@ -127,11 +128,16 @@ class RetryingModel:
         system_prompt: str | None,
         messages: Sequence[Message],
         tools: Sequence[ToolSpec],
+        *,
+        output: Any = None,
     ) -> AssistantTurn:
+        """``output``: the ``runtime.output.OutputSpec`` to pass on (only a model that
+        accepts it is given one)."""
+        options = {} if output is None else {"output": output}
         attempt = 1
         while True:
             try:
-                return await self.model.complete(system_prompt, messages, tools)
+                return await self.model.complete(system_prompt, messages, tools, **options)
             except ModelError as exc:
                 wait = (
                     self.retry.delay(attempt, retry_after=exc.retry_after, rng=self._rng)

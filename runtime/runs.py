@@ -10,18 +10,29 @@ is listed ``unreadable``, naming the record, and never hides the others.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.errors import FormatError
 from runtime.journal import Journal, RunRow
+from runtime.messages import Usage
 from runtime.ownership import Lease, is_alive
 from runtime.records import Record
+from runtime.sessions import SESSION_PREFIX, messages_of
 from runtime.state import RunState
 from runtime.stops import Stop, halted_on, in_flight_on, status_of, stopped_on, waiting_on
 from runtime.timeline import UNREADABLE, Unreadable, read
 
-__all__ = ["ORPHANED", "Page", "Row", "list_page", "records_of", "row_of"]
+__all__ = [
+    "ORPHANED",
+    "Page",
+    "Row",
+    "list_page",
+    "list_sessions",
+    "records_of",
+    "row_of",
+    "session_runs",
+]
 
 ORPHANED = "orphaned"
 """The status of a run that is not finished and that no live process drives."""
@@ -56,6 +67,8 @@ class Row:
     lease: Lease | None = None
     driven: bool = False
     """Whether a live owner drives the run now."""
+    usage: Usage = field(default_factory=Usage)
+    """What the run's recorded turns consumed."""
 
     @property
     def cursor(self) -> str:
@@ -77,6 +90,7 @@ class Row:
             "in_flight": [s.to_json() for s in self.in_flight],
             "lease": self.lease.to_json() if self.lease is not None else None,
             "driven": self.driven,
+            "usage": self.usage.to_json(),
         }
 
 
@@ -105,7 +119,7 @@ async def row_of(journal: Journal, r: RunRow) -> Row:
             r.updated_ms,
             unreadable=facts.reason,
         )
-    status, turns, halted, waiting, stopped, in_flight = facts
+    status, turns, halted, waiting, stopped, in_flight, usage = facts
     return Row(
         r.run_id,
         status,
@@ -119,6 +133,7 @@ async def row_of(journal: Journal, r: RunRow) -> Row:
         in_flight=in_flight,
         lease=r.lease,
         driven=driving is not None,
+        usage=usage,
     )
 
 
@@ -130,22 +145,24 @@ async def list_page(
     prefix: str | None = None,
     limit: int = 50,
     before: str | None = None,
+    tokens_over: int | None = None,
 ) -> Page:
     """Runs newest first: at most ``limit`` after the cursor ``before``, and the next cursor.
 
     ``status`` keeps the runs whose records say so (``unreadable`` runs are kept under every
     filter: their status is unknown); ``unresolved`` keeps the runs with a call that may have
-    acted and has no result, whatever their status.
+    acted and has no result, whatever their status; ``tokens_over`` the runs whose turns
+    consumed more tokens (input and output) than that.
     """
-    if status is None and not unresolved:
+    if status is None and not unresolved and tokens_over is None:
         page = await journal.list_runs(prefix=prefix, limit=limit, before=before)
-        rows = [await row_of(journal, r) for r in page.runs]
+        rows = [await row_of(journal, r) for r in page.runs if not _a_session(r)]
         return Page(tuple(rows), page.next_cursor)
     # Read the runs the index cannot rule out; keep the ones whose records match.
     listed: tuple[str | None, ...]
     if status in _ENDED:
         listed = (status,)
-    elif unresolved or status == UNREADABLE:
+    elif unresolved or status == UNREADABLE or status is None:  # None: by tokens_over
         listed = (None,)
     else:
         listed = _OPEN
@@ -158,8 +175,10 @@ async def list_page(
                 status=index_status, prefix=prefix, limit=max(limit, _SCAN), before=cursor
             )
             for r in page.runs:
+                if _a_session(r):
+                    continue
                 row = await row_of(journal, r)
-                if _keeps(row, status=status, unresolved=unresolved):
+                if _keeps(row, status=status, unresolved=unresolved, tokens_over=tokens_over):
                     matches.append(row)
             cursor = page.next_cursor
             if cursor is None:
@@ -171,10 +190,17 @@ async def list_page(
     return Page(tuple(rows), rows[-1].cursor if more and rows else None)
 
 
-def _keeps(row: Row, *, status: str | None, unresolved: bool) -> bool:
+def _a_session(r: RunRow) -> bool:
+    """A session's own journal (``runtime.sessions``), not a run."""
+    return r.run_id.startswith(SESSION_PREFIX)
+
+
+def _keeps(row: Row, *, status: str | None, unresolved: bool, tokens_over: int | None) -> bool:
     if row.unreadable is not None:
         return True  # its status is unknown: it may be the run the filter looks for
     if status is not None and row.status != status:
+        return False
+    if tokens_over is not None and row.usage.total_tokens <= tokens_over:
         return False
     return not unresolved or bool(row.halted)
 
@@ -191,7 +217,13 @@ async def records_of(journal: Journal, run_id: str) -> list[Record] | Unreadable
 
 
 _Facts = tuple[
-    str, int, tuple[Stop, ...], tuple[Stop, ...], Mapping[str, Any] | None, tuple[Stop, ...]
+    str,
+    int,
+    tuple[Stop, ...],
+    tuple[Stop, ...],
+    Mapping[str, Any] | None,
+    tuple[Stop, ...],
+    Usage,
 ]
 
 
@@ -204,6 +236,43 @@ def _facts(driving: Lease | None, submitted: bool) -> Callable[[RunState], _Fact
             waiting_on(state),
             stopped_on(state),
             in_flight_on(state, driving),
+            state.usage,
         )
 
     return facts
+
+
+async def list_sessions(journal: Journal, *, limit: int = 50) -> list[dict[str, Any]]:
+    """The journal's sessions, newest first: each with its number of messages, its last run
+    and that run's status (``runtime.sessions``)."""
+    page = await journal.list_runs(prefix=SESSION_PREFIX, limit=max(1, limit))
+    found: list[dict[str, Any]] = []
+    for r in page.runs:
+        name = r.run_id.removeprefix(SESSION_PREFIX)
+        messages = await messages_of(journal.store, name)
+        last = messages[-1].run_id if messages else None
+        status = None
+        if last is not None and (row := await journal.run_row(last)) is not None:
+            status = (await row_of(journal, row)).status
+        found.append(
+            {"session": name, "messages": len(messages), "last_run": last, "status": status}
+        )
+    return found
+
+
+async def session_runs(journal: Journal, name: str) -> list[dict[str, Any]]:
+    """A session's runs in order (empty if there is no such session)."""
+    runs: list[dict[str, Any]] = []
+    for m in await messages_of(journal.store, name):
+        row = await journal.run_row(m.run_id)
+        told = await row_of(journal, row) if row is not None else None
+        runs.append(
+            {
+                "k": m.k,
+                "run_id": m.run_id,
+                "status": told.status if told is not None else "never-started",
+                "turns": told.turns if told is not None else 0,
+                "usage": told.usage.to_json() if told is not None else None,
+            }
+        )
+    return runs

@@ -18,7 +18,9 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from runtime.errors import ConfigError, StorageError
+from runtime.jsontext import unstorable
 from runtime.messages import AssistantTurn, Message, ToolCall, Usage
+from runtime.output import OutputSpec
 from runtime.ownership import Lease, Owner
 from runtime.records import Appended, Entry, Record
 from runtime.store.memory import MemoryStore
@@ -46,6 +48,11 @@ class ScriptedModel:
         if not isinstance(turns, list | tuple):
             raise ConfigError("ScriptedModel needs a list of turns")
         self.turns = tuple(_parse_turn(i, turn) for i, turn in enumerate(turns))
+        self._outputs: dict[int, Any] = {
+            i: turn["output"]
+            for i, turn in enumerate(turns)
+            if isinstance(turn, Mapping) and "output" in turn
+        }
         self.calls = 0
 
     @classmethod
@@ -63,7 +70,11 @@ class ScriptedModel:
         system_prompt: str | None,
         messages: Sequence[Message],
         tools: Sequence[ToolSpec],
+        *,
+        output: OutputSpec | None = None,
     ) -> AssistantTurn:
+        """The scripted turn. A turn ``{"output": value}`` answers an agent with an
+        ``output_type`` by calling its output tool with ``value`` (``output=`` says how)."""
         index = sum(isinstance(m, AssistantTurn) for m in messages)
         if index >= len(self.turns):
             raise ConfigError(
@@ -71,16 +82,30 @@ class ScriptedModel:
                 f"{index + 1}"
             )
         self.calls += 1
-        return self.turns[index]
+        turn = self.turns[index]
+        if index not in self._outputs:
+            return turn
+        if output is None:
+            raise ConfigError(
+                f"script turn {index + 1} gives an 'output', but the agent has no output_type"
+            )
+        call = ToolCall(f"output-{index + 1}", output.name, output.wrap(self._outputs[index]))
+        return AssistantTurn(turn.text, (call,), turn.usage, "tool_calls")
 
 
 def _parse_turn(index: int, turn: Mapping[str, Any]) -> AssistantTurn:
     where = f"script turn {index + 1}"
     if not isinstance(turn, Mapping):
         raise ConfigError(f"{where}: a turn is an object with 'text' and/or 'tool_calls'")
-    unknown = set(turn) - {"text", "tool_calls", "usage"}
+    unknown = set(turn) - {"text", "tool_calls", "usage", "output"}
     if unknown:
         raise ConfigError(f"{where}: unknown keys {sorted(unknown)}")
+    if "output" in turn:
+        if turn.get("tool_calls"):
+            raise ConfigError(f"{where}: a turn gives 'output' or 'tool_calls', not both")
+        problem = unstorable(turn["output"], name="output")
+        if problem is not None:
+            raise ConfigError(f"{where}: {problem}")
     text = turn.get("text")
     if text is not None and not isinstance(text, str):
         raise ConfigError(f"{where}: 'text' must be a string")
@@ -89,7 +114,7 @@ def _parse_turn(index: int, turn: Mapping[str, Any]) -> AssistantTurn:
         if not isinstance(call, Mapping) or not {"id", "name"} <= set(call):
             raise ConfigError(f"{where}: each tool call needs 'id' and 'name'")
         calls.append(ToolCall(str(call["id"]), str(call["name"]), call.get("arguments", {})))
-    if text is None and not calls:
+    if text is None and not calls and "output" not in turn:
         raise ConfigError(f"{where}: a turn needs 'text' or 'tool_calls'")
     usage = turn.get("usage")
     return AssistantTurn(

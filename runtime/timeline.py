@@ -55,7 +55,8 @@ class Timeline:
     started_ms: int | None
     turns: int
     usage: Usage
-    output: str | None
+    output: Any
+    """The answer of a completed run: its text, or its typed output as JSON data."""
     error: str | None
     halted: tuple[Stop, ...]
     waiting: tuple[Stop, ...]
@@ -70,6 +71,8 @@ class Timeline:
     """Who drives the run, or last did (``lease.live``: still holds it by the store's clock)."""
     driven: bool = False
     """Whether a live owner drives the run now."""
+    session: Mapping[str, Any] | None = None
+    """For a session's message: the session (``id``), its place (``k``) and the runs before."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -91,6 +94,7 @@ class Timeline:
             "in_flight": [s.to_json() for s in self.in_flight],
             "lease": self.lease.to_json() if self.lease is not None else None,
             "driven": self.driven,
+            "session": dict(self.session) if self.session is not None else None,
         }
 
 
@@ -186,6 +190,7 @@ def timeline(
         in_flight=in_flight_on(state, driving),
         lease=lease,
         driven=driving is not None,
+        session=start.get("session") if isinstance(start.get("session"), Mapping) else None,
     )
 
 
@@ -195,9 +200,13 @@ def render(tl: Timeline) -> list[str]:
     facts = [f"agent {tl.agent}" if tl.agent else "agent ?"]
     if tl.spec:
         facts.append(f"spec {tl.spec}")
+    if tl.session is not None:
+        facts.append(f"session {tl.session.get('id')} message {tl.session.get('k')}")
     facts.append(f"{tl.turns} turn{'s' if tl.turns != 1 else ''}")
     if tl.usage.input_tokens or tl.usage.output_tokens:
         facts.append(f"tokens {tl.usage.input_tokens} in / {tl.usage.output_tokens} out")
+    if tl.usage.cost is not None:
+        facts.append(f"cost {tl.usage.cost:g}")
     lines = [head, "  " + ", ".join(facts), ""]
     origin = tl.started_ms or 0
     for event in tl.events:

@@ -58,7 +58,7 @@ RECONCILE_SCAN = 2.0
 RECONCILE_IDLE = 30.0
 """Seconds before a halted run with nothing due to reconcile is looked at again."""
 
-OpenAgent = Callable[[str], AbstractAsyncContextManager[Agent]]
+OpenAgent = Callable[[str], AbstractAsyncContextManager[Agent[Any]]]
 """From a run's journaled agent spec (``module:attr``) to an open Agent for one drive."""
 
 
@@ -77,7 +77,7 @@ class Worker:
         self,
         journal: Journal,
         *,
-        agent: Agent | None = None,
+        agent: Agent[Any] | None = None,
         open_agent: OpenAgent | None = None,
         concurrency: int = 4,
         poll: float = 1.0,
@@ -352,12 +352,12 @@ class Worker:
         self._halted, self._scanned_at = halted, now
         return halted
 
-    def _agent_for(self, run_id: str) -> AbstractAsyncContextManager[Agent]:
+    def _agent_for(self, run_id: str) -> AbstractAsyncContextManager[Agent[Any]]:
         if self.agent is not None:
             return contextlib.nullcontext(self.agent)
         return _SpecAgent(self, run_id)
 
-    def _report(self, run_id: str, result: RunResult, seconds: float) -> None:
+    def _report(self, run_id: str, result: RunResult[Any], seconds: float) -> None:
         status = result.status.value
         if status == "running":  # the worker is stopping: the run stays for the next one
             log.info("worker_yielded", worker=self.name, run_id=run_id)
@@ -389,9 +389,9 @@ class _SpecAgent:
     def __init__(self, worker: Worker, run_id: str):
         self.worker = worker
         self.run_id = run_id
-        self._cm: AbstractAsyncContextManager[Agent] | None = None
+        self._cm: AbstractAsyncContextManager[Agent[Any]] | None = None
 
-    async def __aenter__(self) -> Agent:
+    async def __aenter__(self) -> Agent[Any]:
         start = await self.worker.journal.store.get(self.run_id, R.START)
         spec = start.payload.get("spec") if start is not None else None
         if not isinstance(spec, str) or not spec:

@@ -63,6 +63,9 @@ BOTH_BACKENDS = frozenset(
         "tests/runtime/test_hitl.py",
         "tests/runtime/test_history.py",
         "tests/runtime/test_runs.py",
+        "tests/runtime/test_output.py",
+        "tests/runtime/test_limits.py",
+        "tests/runtime/test_sessions.py",
         "tests/journal/test_fuzz.py",
     }
 )

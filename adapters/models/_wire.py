@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Protocol, Self, TypeAlias, TypeVar
 
+from runtime import OutputSpec
 from runtime.errors import ConfigError, ModelError, ProtocolError
 from runtime.jsontext import TooDeep, parse_json
 from runtime.messages import AssistantTurn, Message, ToolCall, ToolResultMessage
@@ -93,6 +94,9 @@ class ProviderModel(Generic[ClientT]):
     """
 
     _sdk: ClassVar[SDK[Any]]
+    native_output: ClassVar[bool] = False
+    """Whether the provider asks for a typed answer as a JSON-schema response format (else as
+    the output tool, ``OutputSpec.tool()``)."""
     model: str
     base_url: str
     timeout: float
@@ -142,14 +146,21 @@ class ProviderModel(Generic[ClientT]):
         system_prompt: str | None,
         messages: Sequence[Message],
         tools: Sequence[ToolSpec],
+        *,
+        output: OutputSpec | None = None,
     ) -> AssistantTurn:
         """The model's next turn (the ``Model`` protocol); a failure is a ``ModelError``.
 
         The whole turn is bounded by ``total_timeout``: past it, a retryable ``ModelError``. A
         ``TimeoutError`` from inside the request is the request's own and propagates as it is.
+        ``output`` (an agent's typed answer) is asked for as the provider does best: a
+        JSON-schema response format where it has one (``native_output``), else the output
+        tool among the tools.
         """
+        if output is not None and not self.native_output:
+            tools, output = (*tools, output.tool()), None
         names = ToolNames(tools)
-        request = self._prepare(system_prompt, messages, names)
+        request = self._prepare(system_prompt, messages, names, output)
         deadline = asyncio.timeout(self.total_timeout)
         try:
             async with deadline:
@@ -164,8 +175,15 @@ class ProviderModel(Generic[ClientT]):
             ) from exc
         return draft.to_turn(names, CallIds(messages), self._label)
 
-    def _prepare(self, prompt: str | None, turns: Sequence[Message], names: ToolNames) -> Request:
-        """The request for one turn, encoded now and sent when called."""
+    def _prepare(
+        self,
+        prompt: str | None,
+        turns: Sequence[Message],
+        names: ToolNames,
+        output: OutputSpec | None,
+    ) -> Request:
+        """The request for one turn, encoded now and sent when called; ``output`` only for a
+        provider with ``native_output``."""
         raise NotImplementedError
 
     def _require_event_stream(self, headers: Mapping[str, str], hint: str = "") -> None:

@@ -23,6 +23,7 @@ from adapters.models._wire import (
     result_text,
     tool_entry,
 )
+from runtime import OutputSpec
 from runtime.errors import ConfigError, ModelError, ProtocolError
 from runtime.messages import AssistantTurn, Message, ToolCall, ToolResultMessage, Usage, UserMessage
 from runtime.tools import ToolSpec
@@ -129,7 +130,14 @@ class AnthropicModel(ProviderModel[anthropic.AsyncAnthropic]):
             extra_body=extra_body,
         )
 
-    def _prepare(self, prompt: str | None, turns: Sequence[Message], names: ToolNames) -> Request:
+    def _prepare(
+        self,
+        prompt: str | None,
+        turns: Sequence[Message],
+        names: ToolNames,
+        output: OutputSpec | None,
+    ) -> Request:
+        # A typed answer is asked for as the output tool, which ``names`` holds already.
         wire_messages = _encode_messages(turns, names)
         wire_tools = [_encode_tool(spec, names) for spec in names.specs]
         return lambda: self._streamed(prompt, wire_messages, wire_tools)

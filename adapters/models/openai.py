@@ -22,11 +22,13 @@ from adapters.models._wire import (
     ToolNames,
     arguments_json,
     check_options,
+    json_schema,
     missing_sdk,
     parse_arguments,
     result_text,
     tool_entry,
 )
+from runtime import OutputSpec
 from runtime.errors import ConfigError, ModelError, ProtocolError
 from runtime.messages import AssistantTurn, Message, ToolCall, ToolResultMessage, Usage, UserMessage
 from runtime.tools import ToolSpec
@@ -125,21 +127,31 @@ class OpenAIChatModel(ProviderModel[openai.AsyncOpenAI]):
             extra_body=extra_body,
         )
 
-    def _prepare(self, prompt: str | None, turns: Sequence[Message], names: ToolNames) -> Request:
+    native_output = True  # a typed answer: response_format json_schema
+
+    def _prepare(
+        self,
+        prompt: str | None,
+        turns: Sequence[Message],
+        names: ToolNames,
+        output: OutputSpec | None,
+    ) -> Request:
         wire_messages = _encode_messages(prompt, turns, names)
         wire_tools = [_encode_tool(spec, names) for spec in names.specs]
         send = self._streamed if self.stream else self._whole
-        return lambda: send(wire_messages, wire_tools)
+        response_format = _response_format(output) if output is not None else None
+        return lambda: send(wire_messages, wire_tools, response_format)
 
     async def _streamed(
         self,
         wire_messages: list[ChatCompletionMessageParam],
         wire_tools: list[ChatCompletionFunctionToolParam],
+        response_format: dict[str, Any] | None,
     ) -> _Draft:
         draft = _Draft()
         try:
             stream = await self._client.chat.completions.create(
-                **self._options(wire_messages, wire_tools),
+                **self._options(wire_messages, wire_tools, response_format),
                 stream=True,
                 stream_options={"include_usage": True} if self.stream_usage else openai.omit,
             )
@@ -162,10 +174,11 @@ class OpenAIChatModel(ProviderModel[openai.AsyncOpenAI]):
         self,
         wire_messages: list[ChatCompletionMessageParam],
         wire_tools: list[ChatCompletionFunctionToolParam],
+        response_format: dict[str, Any] | None,
     ) -> _Draft:
         try:
             completion = await self._client.chat.completions.create(
-                **self._options(wire_messages, wire_tools), stream=False
+                **self._options(wire_messages, wire_tools, response_format), stream=False
             )
         except openai.OpenAIError as exc:
             raise self._error(exc) from exc
@@ -183,10 +196,13 @@ class OpenAIChatModel(ProviderModel[openai.AsyncOpenAI]):
         self,
         wire_messages: list[ChatCompletionMessageParam],
         wire_tools: list[ChatCompletionFunctionToolParam],
+        response_format: dict[str, Any] | None,
     ) -> dict[str, Any]:
         options: dict[str, Any] = {"model": self.model, "messages": wire_messages}
         if wire_tools:
             options["tools"] = wire_tools
+        if response_format is not None:
+            options["response_format"] = response_format
         if self.max_tokens is not None:
             options[self.max_tokens_field] = self.max_tokens
         if self.temperature is not None:
@@ -309,8 +325,31 @@ class _Draft:
         )
 
 
+def _response_format(output: OutputSpec) -> dict[str, Any]:
+    """A typed answer asked for as JSON text that follows the output's schema. Not ``strict``:
+    strict mode accepts a subset of JSON Schema only, and bide validates the answer itself."""
+    return {
+        "type": "json_schema",
+        "json_schema": {
+            "name": output.name,
+            "description": output.description,
+            "schema": json_schema(output.schema),
+            "strict": False,
+        },
+    }
+
+
 def _usage(usage: CompletionUsage) -> Usage:
-    return Usage(usage.prompt_tokens or 0, usage.completion_tokens or 0)
+    # Some compatible servers (OpenRouter, LiteLLM's proxy) report what the turn cost.
+    extra = usage.model_extra or {}
+    cost = extra.get("cost")
+    if not isinstance(cost, int | float) or isinstance(cost, bool) or not cost >= 0:
+        cost = None
+    return Usage(
+        usage.prompt_tokens or 0,
+        usage.completion_tokens or 0,
+        None if cost is None else float(cost),
+    )
 
 
 def _encode_tool(spec: ToolSpec, names: ToolNames) -> ChatCompletionFunctionToolParam:

@@ -20,7 +20,7 @@ from runtime.tools import Safety, Tool
 __all__ = ["DurableSDKAgent"]
 
 
-class DurableSDKAgent(Agent):
+class DurableSDKAgent(Agent[str]):
     """An Agents SDK ``Agent`` whose model responses and function tool calls bide journals.
 
     Its model, instructions, model settings and function tools are the SDK agent's; bide drives

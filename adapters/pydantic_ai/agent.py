@@ -26,7 +26,7 @@ from runtime.tools import Safety, Tool
 __all__ = ["DurableAgent"]
 
 
-class DurableAgent(Agent):
+class DurableAgent(Agent[str]):
     """A ``pydantic_ai.Agent`` whose model requests and tool calls bide journals.
 
     Its model, instructions, model settings and function tools are the Pydantic AI agent's; bide
@@ -85,7 +85,7 @@ class DurableAgent(Agent):
             model_retry=model_retry,
         )
 
-    def output(self, result: RunResult) -> Any:
+    def typed_output(self, result: RunResult[Any]) -> Any:
         """The completed run's output as the Pydantic AI agent's ``output_type``: the final text
         for ``str``, else that text parsed as JSON and validated. A run that has not completed
         raises ``ConfigError`` (look at ``result.status``, ``halts`` and ``waiting``)."""

@@ -115,7 +115,7 @@ async def _attempt(workdir: str, run_id: str) -> str:
             W.trace(f"RECONCILED {said}")
             result = await durable.resume(run_id, journal=journal)
         assert result.status == RunStatus.COMPLETED, result
-        output = durable.output(result)
+        output = durable.typed_output(result)
         assert output.startswith("done"), output
         return str(output)
 

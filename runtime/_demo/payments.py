@@ -142,7 +142,7 @@ def ledger_path() -> str:
     return os.environ.get("PAYMENTS_LEDGER", "payments-ledger.db")
 
 
-def make_agent() -> Agent:
+def make_agent() -> Agent[Any]:
     """The agent, for ``--agent examples.payments:make_agent``."""
     ledger = PaymentsLedger(ledger_path())
 

@@ -21,6 +21,7 @@ from runtime.cli import (
     maintenance,
     people,
     reconcile,
+    sessions,
     verbs,
     verify,
     view,
@@ -42,6 +43,7 @@ from runtime.errors import (
     CorruptJournal,
     RunBusy,
     SchemaError,
+    SessionBusy,
     StorageError,
 )
 from runtime.store import local_file
@@ -53,6 +55,7 @@ COMMANDS: tuple[Command, ...] = (
     *drive.COMMANDS,
     *worker.COMMANDS,
     *view.COMMANDS,
+    *sessions.COMMANDS,
     *verbs.COMMANDS,
     *reconcile.COMMANDS,
     *people.COMMANDS,
@@ -196,7 +199,7 @@ def _stdout_closed() -> int:
 def _report(invocation: Invocation, exc: Exception, *, verbose: bool) -> int:
     if isinstance(exc, Failure):
         message, code = exc.message, exc.code
-    elif isinstance(exc, RunBusy):
+    elif isinstance(exc, RunBusy | SessionBusy):
         message, code = str(exc), EXIT_BUSY
     elif isinstance(exc, ConfigError | SchemaError):
         message, code = str(exc), EXIT_USAGE

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 import uuid
@@ -12,7 +13,7 @@ from typing import Any
 import structlog
 
 from runtime import records as R
-from runtime.cli.base import EXIT_USAGE, Command, Failure, Invocation, exit_code
+from runtime.cli.base import EXIT_BUSY, EXIT_USAGE, Command, Failure, Invocation, exit_code
 from runtime.cli.specs import journaled_spec, open_agent
 from runtime.errors import BudgetError, ConfigError, CorruptJournal, ModelError
 from runtime.journal import Journal
@@ -36,6 +37,12 @@ def _run_arguments(parser: argparse.ArgumentParser) -> None:
         help="the run's id (default: a new one, named on stderr, even with -q)",
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    parser.add_argument(
+        "--session",
+        metavar="NAME",
+        help="the run is the next message of this session: its model sees the earlier ones; "
+        f"exit {EXIT_BUSY} if the session's last message has not ended (see --wait)",
+    )
     _wait_argument(parser)
     parser.add_argument("input", metavar="INPUT", help="the run's input text ('-' reads stdin)")
 
@@ -49,6 +56,12 @@ def _submit_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--run-id", metavar="ID", help="the run's id (default: a new one)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    parser.add_argument(
+        "--session",
+        metavar="NAME",
+        help=f"the run is the next message of this session (exit {EXIT_BUSY} if its last "
+        "message has not ended)",
+    )
     parser.add_argument("input", metavar="INPUT", help="the run's input text ('-' reads stdin)")
 
 
@@ -101,7 +114,14 @@ async def _run(inv: Invocation) -> int:
             # -q hides run_started; a made-up id must still reach the operator, or the run is
             # lost to them.
             print(f"bide: run id {run_id}", file=sys.stderr)
-        drive = agent.run(run_id, text, journal=journal, spec=journaled_spec(spec), wait=args.wait)
+        drive = agent.run(
+            run_id,
+            text,
+            journal=journal,
+            spec=journaled_spec(spec),
+            wait=args.wait,
+            session=args.session,
+        )
         return await _drive(inv, run_id, spec, drive)
 
 
@@ -114,7 +134,9 @@ async def _submit(inv: Invocation) -> int:
     run_id = args.run_id or _new_run_id()
     text = sys.stdin.read().rstrip("\n") if args.input == "-" else args.input
     async with open_agent(args.agent) as agent, inv.journal(create=True) as journal:
-        result = await agent.submit(run_id, text, journal=journal, spec=journaled_spec(args.agent))
+        result = await agent.submit(
+            run_id, text, journal=journal, spec=journaled_spec(args.agent), session=args.session
+        )
     if args.json:
         inv.out_json(result.to_json())
     elif result.status is RunStatus.SUBMITTED:
@@ -200,7 +222,7 @@ def _spec_in(start: Mapping[str, Any] | None) -> str | None:
     return spec if isinstance(spec, str) and spec else None
 
 
-async def _drive(inv: Invocation, run_id: str, spec: str, drive: Awaitable[RunResult]) -> int:
+async def _drive(inv: Invocation, run_id: str, spec: str, drive: Awaitable[RunResult[Any]]) -> int:
     with structlog.contextvars.bound_contextvars(run_id=run_id):
         try:
             result = await drive
@@ -220,13 +242,14 @@ async def _drive(inv: Invocation, run_id: str, spec: str, drive: Awaitable[RunRe
     return exit_code(result.status)
 
 
-def _report(inv: Invocation, result: RunResult) -> None:
+def _report(inv: Invocation, result: RunResult[Any]) -> None:
     """The answer on stdout; what the run stopped on, and what to do next, on stderr."""
     log, run_id = inv.log, result.run_id
     if inv.args.json:
         inv.out_json(result.to_json())
     elif result.status is RunStatus.COMPLETED and result.output is not None:
-        inv.out(result.output)
+        output = result.to_json()["output"]  # a typed output as its JSON, the text as it is
+        inv.out(output if isinstance(output, str) else json.dumps(output, ensure_ascii=False))
     for halt in result.halts:
         resolve = inv.resolve_command(run_id, halt.call_id, halt.attempt)
         log.warning(

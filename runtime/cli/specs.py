@@ -29,7 +29,7 @@ _FORMS = (
 
 
 @asynccontextmanager
-async def open_agent(spec: str) -> AsyncIterator[Agent]:
+async def open_agent(spec: str) -> AsyncIterator[Agent[Any]]:
     """Import ``spec`` (``module:attr``) and yield the Agent it names, for the length of a drive.
 
     A spec ending in ``.toml`` is an agent file (``adapters.agentfile``): its model, tools and
@@ -101,7 +101,7 @@ def _current_directory_importable() -> None:
         sys.path.insert(0, here)
 
 
-async def _agent_from(spec: str, target: Any, stack: AsyncExitStack) -> Agent:
+async def _agent_from(spec: str, target: Any, stack: AsyncExitStack) -> Agent[Any]:
     from runtime.agent import Agent
 
     value = target

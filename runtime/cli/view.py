@@ -11,6 +11,7 @@ from runtime.errors import ConfigError, ProtocolError
 from runtime.ownership import is_alive
 from runtime.result import RunStatus
 from runtime.runs import ORPHANED, list_page, records_of
+from runtime.sessions import SESSION_PREFIX
 from runtime.stops import (
     NEVER_STARTED,
 )
@@ -40,6 +41,12 @@ def _list_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--prefix", metavar="TEXT", help="only runs whose id starts with TEXT")
     parser.add_argument(
+        "--tokens-over",
+        type=_positive,
+        metavar="N",
+        help="only runs whose model turns consumed more than N tokens (input and output)",
+    )
+    parser.add_argument(
         "--limit", type=_positive, default=50, metavar="N", help="at most N runs (default 50)"
     )
     parser.add_argument("--json", action="store_true", help="print the runs as JSON on stdout")
@@ -64,13 +71,14 @@ async def _list(inv: Invocation) -> int:
             unresolved=args.unresolved,
             prefix=args.prefix,
             limit=args.limit,
+            tokens_over=args.tokens_over,
         )
     rows = page.rows
     code = EXIT_HALTED if args.fail_if_any and rows else 0
     if args.json:
         inv.out_json({"runs": [row.to_json() for row in rows]})
         return code
-    table = [("RUN ID", "STATUS", "AGENT", "TURNS", "UPDATED", "STOPPED ON")]
+    table = [("RUN ID", "STATUS", "AGENT", "TURNS", "TOKENS", "UPDATED", "STOPPED ON")]
     for row in rows:
         stops = ", ".join(s.brief() for s in (*row.in_flight, *row.halted, *row.waiting))
         if row.driven and row.lease is not None:
@@ -85,6 +93,7 @@ async def _list(inv: Invocation) -> int:
                 printable(row.status),
                 printable(row.agent or ""),
                 str(row.turns),
+                str(row.usage.total_tokens),
                 time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row.updated_ms / 1000)),
                 printable(stops if len(stops) <= 60 else stops[:57] + "..."),
             )
@@ -104,6 +113,12 @@ def _show_arguments(parser: argparse.ArgumentParser) -> None:
 
 async def _show(inv: Invocation) -> int:
     run_id = inv.args.run_id
+    if run_id.startswith(SESSION_PREFIX):
+        name = run_id.removeprefix(SESSION_PREFIX)
+        raise ConfigError(
+            f"{run_id!r} is the journal of session {name!r}, not a run: "
+            f"`{inv.command('sessions', name)}` lists its runs"
+        )
     async with inv.journal(migrate=False) as journal:
         records = await records_of(journal, run_id)
         if records is None:

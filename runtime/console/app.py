@@ -23,13 +23,20 @@ from runtime.console.actions import Action, parse_action
 from runtime.console.chart import ages
 from runtime.console.forms import confirm_page
 from runtime.console.html import Html, run_href
-from runtime.console.pages import error_page, run_page, runs_page
+from runtime.console.pages import (
+    error_page,
+    run_page,
+    runs_page,
+    session_page,
+    sessions_page,
+)
 from runtime.console.status import STATUSES
 from runtime.errors import ConfigError, ConflictError, RunBusy
 from runtime.journal import Journal
 from runtime.logs import get_logger
 from runtime.ownership import is_alive
-from runtime.runs import Row, list_page
+from runtime.runs import Row, list_page, list_sessions, session_runs
+from runtime.sessions import journal_id
 from runtime.store.checks import check_run_id
 from runtime.timeline import timeline
 
@@ -100,6 +107,7 @@ class Console:
             routes=[
                 Route("/", self._runs, methods=["GET"]),
                 Route("/run", self._run, methods=["GET"]),
+                Route("/sessions", self._sessions, methods=["GET"]),
                 Route("/confirm", self._confirm, methods=["POST"]),
                 Route("/act", self._act, methods=["POST"]),
                 Route("/static/{name}", self._static, methods=["GET"]),
@@ -225,6 +233,24 @@ class Console:
                 listing, status=status, prefix=prefix, before=before, counts=counts, now_ms=now
             )
         )
+
+    async def _sessions(self, request: Request) -> Response:
+        """The sessions, or with ``?name=`` one session's runs in order."""
+        name = request.query_params.get("name")
+        journal = await self.journal()
+        if name is None:
+            return _html(sessions_page(await list_sessions(journal, limit=self._page_size)))
+        try:
+            journal_id(name)
+        except ConfigError as exc:
+            return _html(error_page("bad request", str(exc), links=[("./", "runs")]), 400)
+        runs = await session_runs(journal, name)
+        if not runs:
+            return _html(
+                error_page("no such session", f"no session {name!r}", links=[("./", "runs")]),
+                404,
+            )
+        return _html(session_page(name, runs))
 
     async def _run(self, request: Request) -> Response:
         run_id = request.query_params.get("id", "")

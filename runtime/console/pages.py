@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -17,7 +18,15 @@ from runtime.runs import Page, Row
 from runtime.telling import Event
 from runtime.timeline import Timeline
 
-__all__ = ["durations", "error_page", "resume_command", "run_page", "runs_page"]
+__all__ = [
+    "durations",
+    "error_page",
+    "resume_command",
+    "run_page",
+    "runs_page",
+    "session_page",
+    "sessions_page",
+]
 
 
 def _age(ms: int, now_ms: int) -> str:
@@ -82,7 +91,8 @@ def runs_page(
         "<figure class=chart-box><figcaption>halted and waiting runs, by how long they have "
         "been stopped</figcaption>{chart}</figure>"
         "<table id=runs><thead><tr><th>run id</th><th>status</th><th>agent</th><th>turns</th>"
-        "<th>last update</th><th>stopped on</th></tr></thead><tbody>{rows}</tbody></table>"
+        "<th>tokens</th><th>last update</th><th>stopped on</th></tr></thead>"
+        "<tbody>{rows}</tbody></table>"
         "<nav class=pages>{nav}</nav></section>"
     ).format(filters=filters, chart=chart(counts), rows=join(rows), nav=join(nav, " "))
     return page("bide: runs", body)
@@ -97,7 +107,7 @@ def _row(row: Row, now_ms: int) -> Html:
         stops = Html("<div class=unreadable>{why}</div>").format(why=row.unreadable)
     return Html(
         "<tr data-run-id='{rid}' data-status='{status}'><td>{link}</td><td>{badge}</td>"
-        "<td>{agent}</td><td class=num>{turns}</td>"
+        "<td>{agent}</td><td class=num>{turns}</td><td class=num>{tokens}</td>"
         "<td title='{when}'>{age}</td><td>{stops}</td></tr>"
     ).format(
         rid=row.run_id,
@@ -106,6 +116,7 @@ def _row(row: Row, now_ms: int) -> Html:
         badge=badge(row.status),
         agent=row.agent or "",
         turns=row.turns,
+        tokens=row.usage.total_tokens,
         when=when(row.updated_ms),
         age=_age(row.updated_ms, now_ms),
         stops=stops,
@@ -126,6 +137,13 @@ def run_page(
     ]
     if tl.spec:
         facts.append(Html("<dt>spec</dt><dd><code>{s}</code></dd>").format(s=tl.spec))
+    if tl.session is not None:
+        name = str(tl.session.get("id"))
+        facts.append(
+            Html("<dt>session</dt><dd><a href='sessions?{q}'>{s}</a> (message {k})</dd>").format(
+                q=urlencode({"name": name}), s=name, k=str(tl.session.get("k"))
+            )
+        )
     facts.append(Html("<dt>turns</dt><dd>{n}</dd>").format(n=tl.turns))
     if tl.usage.input_tokens or tl.usage.output_tokens:
         facts.append(
@@ -133,9 +151,13 @@ def run_page(
                 i=tl.usage.input_tokens, o=tl.usage.output_tokens
             )
         )
+    if tl.usage.cost is not None:
+        facts.append(Html("<dt>cost</dt><dd>{c}</dd>").format(c=f"{tl.usage.cost:g}"))
     facts.append(Html("<dt>input</dt><dd><pre>{v}</pre></dd>").format(v=_text(tl.input)))
     if tl.output is not None:
-        facts.append(Html("<dt>output</dt><dd><pre>{v}</pre></dd>").format(v=tl.output))
+        output = tl.output  # the text, or a typed output's JSON
+        shown = output if isinstance(output, str) else json.dumps(output, indent=2)
+        facts.append(Html("<dt>output</dt><dd><pre>{v}</pre></dd>").format(v=shown))
     if tl.error is not None:
         facts.append(Html("<dt>error</dt><dd><pre>{v}</pre></dd>").format(v=_text(tl.error)))
     notes = []
@@ -277,3 +299,41 @@ def error_page(title: str, text: str, *, links: Sequence[tuple[str, str]] = ()) 
         f"bide: {title}",
         Html("<h1>{t}</h1><p>{x}</p><p>{nav}</p>").format(t=title, x=text, nav=nav),
     )
+
+
+def sessions_page(found: Sequence[Mapping[str, Any]]) -> Html:
+    """The journal's sessions, each with its last run and that run's status."""
+    rows = [
+        Html(
+            "<tr><td><a href='sessions?{q}'>{name}</a></td><td class=num>{n}</td>"
+            "<td>{last}</td><td>{badge}</td></tr>"
+        ).format(
+            q=urlencode({"name": s["session"]}),
+            name=s["session"],
+            n=s["messages"],
+            last=_run_link(s["last_run"]) if s["last_run"] else Html(""),
+            badge=badge(s["status"]) if s["status"] else Html(""),
+        )
+        for s in found
+    ]
+    body = Html(
+        "<h1>Sessions</h1><table id=sessions><thead><tr><th>session</th><th>messages</th>"
+        "<th>last run</th><th>its status</th></tr></thead><tbody>{rows}</tbody></table>"
+    ).format(rows=join(rows))
+    return page("bide: sessions", body)
+
+
+def session_page(name: str, runs: Sequence[Mapping[str, Any]]) -> Html:
+    """One session's runs, in order: a session runs one message at a time."""
+    rows = [
+        Html(
+            "<tr><td class=num>{k}</td><td>{link}</td><td>{badge}</td><td class=num>{turns}</td>"
+            "</tr>"
+        ).format(k=r["k"], link=_run_link(r["run_id"]), badge=badge(r["status"]), turns=r["turns"])
+        for r in runs
+    ]
+    body = Html(
+        "<h1>Session {name}</h1><table id=session-runs><thead><tr><th>#</th><th>run id</th>"
+        "<th>status</th><th>turns</th></tr></thead><tbody>{rows}</tbody></table>"
+    ).format(name=name, rows=join(rows))
+    return page(f"bide: session {name}", body)

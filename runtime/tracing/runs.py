@@ -109,7 +109,7 @@ def stopped(reason: str, remedy: str) -> None:
         span.add_event("stop", {"bide.stop.reason": reason, "bide.stop.remedy": remedy})
 
 
-def finished(result: RunResult) -> None:
+def finished(result: RunResult[Any]) -> None:
     """The drive returned ``result``; its usage is that of the model requests it made."""
     current = drive_span.get()
     span = current.span
@@ -131,7 +131,9 @@ def finished(result: RunResult) -> None:
     if status is RunStatus.FAILED:
         span.set_status(Status(StatusCode.ERROR, "the run failed"))
     if settings.capture_content and result.output is not None:
-        output = [text_message("assistant", result.output)]
+        answer = result.to_json()["output"]  # a typed output as its JSON
+        text = answer if isinstance(answer, str) else json_text(answer)
+        output = [text_message("assistant", text)]
         span.set_attribute("gen_ai.output.messages", json_text(output))
 
 

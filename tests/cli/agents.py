@@ -7,6 +7,8 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
+import pydantic
+
 from runtime import (
     Agent,
     ApprovalPolicy,
@@ -18,6 +20,7 @@ from runtime import (
     ToolContext,
     ToolOutcomeUnknown,
     ToolSpec,
+    UsageLimits,
     single_approval,
     tool,
 )
@@ -235,3 +238,32 @@ async def mcp_hangs_up() -> AsyncIterator[Agent]:
     ]
     async with connect(server) as session:
         yield Agent(model=ScriptedModel(script), tools=await tools(session), name="mcp")
+
+
+class Quote(pydantic.BaseModel):
+    customer: str
+    cents: int
+
+
+typed = Agent(
+    model=ScriptedModel([{"output": {"customer": "ann", "cents": 1200}}]),
+    output_type=Quote,
+    name="typed",
+)
+
+
+spender = Agent(
+    model=ScriptedModel([{"text": "spent", "usage": {"input_tokens": 700, "output_tokens": 50}}]),
+    name="spender",
+)
+limited = _agent(LOOKUP_THEN_ANSWER, usage_limits=UsageLimits(requests=1), name="limited")
+
+chatty = _agent(
+    [
+        {"tool_calls": [{"id": "c1", "name": "lookup", "arguments": {"customer": "ann"}}]},
+        {"text": "ann is on pro"},
+        {"tool_calls": [{"id": "c2", "name": "lookup", "arguments": {"customer": "bob"}}]},
+        {"text": "bob is on pro too"},
+    ],
+    name="chatty",
+)

@@ -17,6 +17,7 @@ NAMES = [
     "worker",
     "list",
     "show",
+    "sessions",
     "resolve",
     "cancel",
     "reconcile",

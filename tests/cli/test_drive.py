@@ -272,3 +272,47 @@ def test_resume_with_an_agent_of_another_name_says_so(cli: Cli, db_path: Path) -
     same = cli("resume", "--db", db, "r", "--agent", "tests.cli.agents:halting")
     assert same.code == 4, same.err
     assert "resuming it with agent" not in same.err
+
+
+def test_a_typed_output_is_json_in_run_show_and_resume(cli: Cli, db_path: Path) -> None:
+    db = ("--db", str(db_path))
+    done = cli("run", *db, "--agent", "tests.cli.agents:typed", "--run-id", "t", "quote ann")
+    assert (done.code, json.loads(done.out)) == (0, {"customer": "ann", "cents": 1200})
+    answer = cli(
+        "run", *db, "--agent", "tests.cli.agents:typed", "--run-id", "t", "--json", "quote ann"
+    )
+    assert answer.json()["output"] == {"customer": "ann", "cents": 1200}
+    shown = cli("show", *db, "t", "--json").json()
+    assert (shown["status"], shown["output"]) == ("completed", {"customer": "ann", "cents": 1200})
+    text = cli("show", *db, "t").out
+    assert 'completed: {"customer": "ann", "cents": 1200}' in text
+    resumed = cli("resume", *db, "t", "--json").json()
+    assert resumed["output"] == {"customer": "ann", "cents": 1200}
+
+
+def test_usage_shows_in_list_which_filters_runs_over_a_token_threshold(
+    cli: Cli, db_path: Path
+) -> None:
+    db = ("--db", str(db_path))
+    assert cli("run", *db, "--agent", "tests.cli.agents:agent", "--run-id", "cheap", "go").code == 0
+    assert (
+        cli("run", *db, "--agent", "tests.cli.agents:spender", "--run-id", "dear", "go").code == 0
+    )
+    over = cli("list", *db, "--tokens-over", "500", "--json").json()["runs"]
+    assert [(r["run_id"], r["usage"]) for r in over] == [
+        ("dear", {"input_tokens": 700, "output_tokens": 50})
+    ]
+    header, *rows = cli("list", *db).out.splitlines()
+    assert header.split()[5] == "TOKENS"  # after RUN ID, STATUS, AGENT, TURNS
+    assert {row.split()[0]: row.split()[4] for row in rows} == {"cheap": "0", "dear": "750"}
+    assert "tokens 700 in / 50 out" in cli("show", *db, "dear").out
+
+
+def test_a_run_over_a_usage_limit_fails_naming_the_limit(cli: Cli, db_path: Path) -> None:
+    done = cli("run", "--db", str(db_path), "--agent", "tests.cli.agents:limited", "--json", "go")
+    assert done.code == 1
+    result = done.json()
+    assert result["status"] == "failed"
+    assert result["error"] == (
+        "usage limit requests=1 reached: 1 model requests made, the next would exceed it"
+    )

@@ -37,6 +37,7 @@ ROW_KEYS = {
     "in_flight",
     "lease",
     "driven",
+    "usage",
 }
 SHOW_KEYS = {
     "run_id",
@@ -57,6 +58,7 @@ SHOW_KEYS = {
     "in_flight",
     "lease",
     "driven",
+    "session",
 }
 
 
@@ -90,7 +92,17 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 def _table(out: str) -> dict[str, list[str]]:
     header, *rows = out.splitlines()
-    assert header.split() == ["RUN", "ID", "STATUS", "AGENT", "TURNS", "UPDATED", "STOPPED", "ON"]
+    assert header.split() == [
+        "RUN",
+        "ID",
+        "STATUS",
+        "AGENT",
+        "TURNS",
+        "TOKENS",
+        "UPDATED",
+        "STOPPED",
+        "ON",
+    ]
     return {row.split()[0]: row.split() for row in rows}
 
 

@@ -27,9 +27,12 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import pydantic
+
 from runtime import (
     Agent,
     AssistantTurn,
+    OutputSpec,
     Safety,
     Tool,
     ToolContext,
@@ -37,6 +40,7 @@ from runtime import (
     UserMessage,
     faults,
     history,
+    sessions,
 )
 from runtime.functions import FunctionTool, tool
 from runtime.messages import Message
@@ -79,6 +83,28 @@ SCRIPTS: dict[str, list[dict[str, Any]]] = {
         {"text": FINAL},
     ],
 }
+
+
+TYPED_FINAL = {"customer": "ann", "cents": 1200}
+"""The typed answer of the ``typed`` script (an ``Invoice``), as its end record holds it."""
+
+# A typed-output run: a READ_ONLY and a SIDE_EFFECT call, an answer that fails validation (its
+# retry is a journaled turn), then the valid answer, which the runtime settles as a call.
+SCRIPTS["typed"] = [
+    {"tool_calls": [_call("c1", "lookup", 1), _call("c2", "charge", 2)]},
+    {"output": {"customer": "ann"}},
+    {"output": TYPED_FINAL},
+]
+
+
+class Invoice(pydantic.BaseModel):
+    customer: str
+    cents: int
+
+
+def final_of(script: str) -> Any:
+    """What a completed run of ``script`` answers, as its end record holds it."""
+    return TYPED_FINAL if script == "typed" else FINAL
 
 
 def run_input(run_id: str) -> str:
@@ -198,21 +224,37 @@ class LedgerModel:
         self.ledger = ledger
 
     async def complete(
-        self, system_prompt: str | None, messages: Sequence[Message], tools: Sequence[ToolSpec]
+        self,
+        system_prompt: str | None,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        *,
+        output: OutputSpec | None = None,
     ) -> AssistantTurn:
-        n = sum(isinstance(m, AssistantTurn) for m in messages) + 1
-        first = next(m for m in messages if isinstance(m, UserMessage))
+        # A session's message is shown the earlier ones first: its own input is the last
+        # "run <id>" message, and the script counts from there.
+        start = max(
+            i
+            for i, m in enumerate(messages)
+            if isinstance(m, UserMessage) and m.text.startswith("run ")
+        )
+        own = messages[start:]
+        n = sum(isinstance(m, AssistantTurn) for m in own) + 1
+        first = own[0]
+        assert isinstance(first, UserMessage)
         run_id = first.text.removeprefix("run ")
-        await asyncio.to_thread(self.ledger.model_request, run_id, n)
-        return await self.inner.complete(system_prompt, messages, tools)
+        prefix = sessions.digest(messages[:start]) if start else None
+        await asyncio.to_thread(self.ledger.model_request, run_id, n, prefix)
+        return await self.inner.complete(system_prompt, own, tools, output=output)
 
 
-def build(script: str, tools: Sequence[Tool], ledger: Ledger) -> Agent:
+def build(script: str, tools: Sequence[Tool], ledger: Ledger) -> Agent[Any]:
     return Agent(
         name=f"crash-{script}",
         model=LedgerModel(SCRIPTS[script], ledger),
         tools=tools,
         max_turns=len(SCRIPTS[script]) + 1,
+        output_type=Invoice if script == "typed" else None,
     )
 
 
@@ -297,6 +339,7 @@ read_only = _native_spec("read_only")
 idempotent = _native_spec("idempotent")
 side_effect = _native_spec("side_effect")
 mixed = _native_spec("mixed")
+typed = _native_spec("typed")
 mcp_read_only = _mcp_spec("read_only")
 mcp_idempotent = _mcp_spec("idempotent")
 mcp_side_effect = _mcp_spec("side_effect")

@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from runtime import Journal, Resolution, Safety
+from runtime import Journal, Resolution, Safety, sessions
 from runtime.loop import replay
 from runtime.state import CallState, RunState
 from runtime.tools import idempotency_key_for
@@ -46,6 +46,10 @@ NOT_BY_A_DRIVE = frozenset({"header", "decision", "answer", "cancel", "reconcile
 lease (so may resolutions: results whose payload says ``resolved``)."""
 IDLE = ('"event": "worker_idle"', '"event": "worker_stopped"')
 """A worker's lines once it drives nothing: not part of how long a clean drive takes."""
+
+
+SESSION, PRELUDE = "s", "first"
+"""A session schedule's session, and the run of its first message."""
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,10 @@ class Schedule:
     history: int | None = None
     """Set: drives keep their settled turns in a history chunk every that many turns, so that
     resumes start from chunks (``runtime.history``)."""
+    session: bool = False
+    """Set: the run is the second message of a session, whose first message (``PRELUDE``) runs
+    cleanly before it; every model request of the run must be shown that first message's
+    exchange, the same after every crash."""
     kill_around: tuple[str, float] | None = None
     """(call id, ms): SIGKILL the worker whose tool received that call's request, at a seeded
     moment up to that many ms after it: before its effect, during it, or after it (worker
@@ -331,6 +339,8 @@ class _Attempt:
 
     async def _schedule(self) -> None:
         s, o = self.s, self.outcome
+        if s.session and not await self._prelude():
+            return
         first = await self._drive(first=True)
         if s.crash is not None and not all(c.sigkilled for c in first):
             codes = ", ".join(f"{c.label}: exit {c.code}" for c in first)
@@ -365,6 +375,17 @@ class _Attempt:
             return
         await self._final_checks()
 
+    async def _prelude(self) -> bool:
+        """The session's first message, run to completion before the schedule's run."""
+        words = ["run", "--run-id", PRELUDE, "--agent", self.s.spec, "--session", SESSION]
+        child = await self._spawn(
+            "prelude", self._cli([*words, "--json", agents.run_input(PRELUDE)])
+        )
+        if child.code != 0:
+            self.outcome.violate(f"the session's first message exited {child.code}: {child.err}")
+            return False
+        return True
+
     # --- children --------------------------------------------------------------------------
 
     async def _drive(self, *, first: bool) -> list[Child]:
@@ -381,6 +402,8 @@ class _Attempt:
         # with: the operator runs it again with the same input (see test_never_started.py).
         if first or (await self._state(run_id)).start is None:
             words = ["run", "--run-id", run_id, "--agent", s.spec, "--json"]
+            if s.session:
+                words += ["--session", SESSION]
             label, argv = (
                 ("run" if first else "rerun"),
                 self._cli([*words, agents.run_input(run_id)]),
@@ -567,6 +590,11 @@ class _Attempt:
                     f"and no result are {halted}"
                 )
                 return
+        if child.code == 0 and answer.get("output") != agents.final_of(self.s.script):
+            self.outcome.violate(
+                f"{child.label} completed answering {answer.get('output')!r}, not "
+                f"{agents.final_of(self.s.script)!r}"
+            )
         want = "completed" if child.code == 0 else "halted"
         if answer.get("status") != want or state.status() != want:
             self.outcome.violate(
@@ -604,7 +632,9 @@ class _Attempt:
             "tool.after_call": fired >= k and results < k,
             "result.after_record": results >= k,
             # The final answer commits with the end: neither is recorded yet.
-            "end.before_marker": len(state.turns) == len(agents.SCRIPTS[self.s.script]) - 1
+            # (A typed answer is a call the runtime settles: its turn and result commit first.)
+            "end.before_marker": len(state.turns)
+            == len(agents.SCRIPTS[self.s.script]) - (self.s.script != "typed")
             and state.end is None,
             # A drive's first commit is its lease's, which holds no record.
             "writer.after_commit": k == 1 or records >= 1,
@@ -778,6 +808,8 @@ class _Attempt:
         for run_id in self.s.run_ids:
             state = await self._state(run_id)  # loads and parses every record
             self._check_run(run_id, state)
+            if self.s.session:
+                await self._check_session(run_id)
             await self._check_replay(run_id, state)
             self._check_epochs(run_id, state)
             self._check_resolutions(run_id, state)
@@ -790,10 +822,22 @@ class _Attempt:
                 o.violate(f"{run_id} completed and the run index says {row and row.status}")
         self._check_expectations()
 
+    async def _check_session(self, run_id: str) -> None:
+        """Every model request of the session's second message was shown the first message's
+        whole exchange, the same in every process that drove it."""
+        first = await self._state(PRELUDE)
+        want = sessions.digest(sessions.exchange(first))
+        shown = set(self.ledger.model_prefixes(run_id))
+        if shown != {want}:
+            self.outcome.violate(
+                f"{run_id}: its model requests were shown {len(shown)} different session "
+                "histories, or not the first message's exchange"
+            )
+
     def _check_run(self, run_id: str, state: RunState) -> None:
         o = self.outcome
         script = agents.SCRIPTS[self.s.script]
-        if state.end is None or state.end.payload.get("output") != agents.FINAL:
+        if state.end is None or state.end.payload.get("output") != agents.final_of(self.s.script):
             o.violate(f"{run_id} ended {state.end.payload if state.end else None}, not completed")
         if len(state.turns) != len(script):
             o.violate(f"{run_id} has {len(state.turns)} turns; the script has {len(script)}")
@@ -919,6 +963,10 @@ class _Attempt:
         where = f"{run_id}/{cs.call.id}"
         safety = cs.plan.get("safety")
         result = cs.result
+        if cs.plan.get("output"):  # a typed answer: the runtime settles it, nothing runs
+            if result is None or fired or cs.markers:
+                o.violate(f"{where} (the typed answer) ran, or has no result")
+            return
         if safety == Safety.SIDE_EFFECT.value:
             o.max_fired = max(o.max_fired, len(fired))
             if len(fired) > 1:

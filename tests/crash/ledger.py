@@ -31,7 +31,7 @@ CREATE TABLE IF NOT EXISTS applied (
     execution INTEGER NOT NULL, ms INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS model_requests (
     id INTEGER PRIMARY KEY, run_id TEXT NOT NULL, n INTEGER NOT NULL, pid INTEGER NOT NULL,
-    ms INTEGER NOT NULL);
+    ms INTEGER NOT NULL, prefix TEXT);
 """
 
 
@@ -131,11 +131,12 @@ class Ledger:
                 raise
         return value
 
-    def model_request(self, run_id: str, n: int) -> None:
+    def model_request(self, run_id: str, n: int, prefix: str | None = None) -> None:
+        """``prefix``: a digest of the session's earlier messages the model was shown."""
         with self._db() as db:
             db.execute(
-                "INSERT INTO model_requests (run_id, n, pid, ms) VALUES (?, ?, ?, ?)",
-                (run_id, n, os.getpid(), now_ms()),
+                "INSERT INTO model_requests (run_id, n, pid, ms, prefix) VALUES (?, ?, ?, ?, ?)",
+                (run_id, n, os.getpid(), now_ms(), prefix),
             )
 
     # --- reads (by the checks and the reconciler) ---------------------------------------------
@@ -201,6 +202,14 @@ class Ledger:
                 "SELECT n, pid, ms FROM model_requests WHERE run_id = ? ORDER BY id", (run_id,)
             ).fetchall()
         return [(int(n), int(pid), int(ms)) for n, pid, ms in rows]
+
+    def model_prefixes(self, run_id: str) -> list[str | None]:
+        """The digest of the session history each model request of the run was shown."""
+        with self._db() as db:
+            rows = db.execute(
+                "SELECT prefix FROM model_requests WHERE run_id = ? ORDER BY id", (run_id,)
+            ).fetchall()
+        return [row[0] for row in rows]
 
     def snapshot(self) -> tuple[int, int, int, int]:
         """Row counts of every table: unchanged means nothing ran."""

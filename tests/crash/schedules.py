@@ -502,6 +502,43 @@ def stalls(*, slow: bool = False) -> list[Schedule]:
     return out
 
 
+# Records of a clean run of the ``typed`` script, in commit order: header, start, turn 1, marker
+# c2, results c1 and c2, turn 2 (an invalid answer) with its error result (8), turn 3 (the valid
+# answer) with its result (10), end (11).
+TYPED_RETRY, TYPED_END = 8, 11
+
+
+def typed_points() -> list[Schedule]:
+    """A typed-output run killed around its answers: before the invalid answer is recorded,
+    mid-retry, before the valid one is, between its settled call and the end, and right after
+    the end record committed (a resume must answer the same value with no model request)."""
+    g = "typed output"
+    return [
+        point(g, crash, "typed")
+        for crash in (
+            "model.after_answer@2",
+            "turn.after_record@2",
+            f"write.after_commit@{TYPED_RETRY}",
+            "model.after_answer@3",
+            "end.before_marker@1",
+            f"write.after_commit@{TYPED_END}",
+        )
+    ]
+
+
+def session_points() -> list[Schedule]:
+    """The second message of a two-message session (the first ran cleanly), killed before and
+    after its turns are recorded, after a charge's marker (it halts: a person resolves it) and
+    before its end: each resume must show the model the first message exactly as before."""
+    g = "two-message session"
+    out = [
+        point(g, crash, "mixed", session=True)
+        for crash in ("model.after_answer@1", "turn.after_record@2", "end.before_marker@1")
+    ]
+    out.append(point(g, "attempt.after_marker@3", SE, session=True, expect=CUT[SE]))
+    return out
+
+
 def on_postgres(schedule: Schedule) -> Schedule:
     """The same schedule with its journal in a fresh PostgreSQL database."""
     group = f"{schedule.group} (PostgreSQL)"
@@ -562,6 +599,10 @@ def every_named() -> Iterable[Schedule]:
     yield contended_pool()
     yield from reconciled_points(slow=True)
     yield from stalls(slow=True)
+    yield from typed_points()
+    yield from session_points()
+    for schedule in (*typed_points(), *session_points()):
+        yield on_postgres(schedule)
     for schedule in per_commit():
         yield on_postgres(schedule)
 

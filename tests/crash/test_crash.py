@@ -202,6 +202,33 @@ async def test_the_per_commit_set_on_postgresql_a_subset(harness: Harness) -> No
     assert max(o.max_fired for o in outcomes) == 1
 
 
+async def test_a_typed_output_run_killed_around_its_answers_answers_the_same(
+    harness: Harness,
+) -> None:
+    await run_group(harness, "typed output", schedules.typed_points())
+
+
+async def test_a_typed_output_run_killed_around_its_answers_on_postgresql(
+    harness: Harness,
+) -> None:
+    _postgres()
+    items = [schedules.on_postgres(s) for s in schedules.typed_points()]
+    await run_group(harness, "typed output (PostgreSQL)", items)
+
+
+async def test_a_two_message_session_killed_in_its_second_message_shows_the_same_history(
+    harness: Harness,
+) -> None:
+    outcomes = await run_group(harness, "two-message session", schedules.session_points())
+    assert sum(o.halts for o in outcomes) > 0
+
+
+async def test_a_two_message_session_on_postgresql(harness: Harness) -> None:
+    _postgres()
+    items = [schedules.on_postgres(s) for s in schedules.session_points()]
+    await run_group(harness, "two-message session (PostgreSQL)", items)
+
+
 def _postgres() -> None:
     why = server.reachable()
     if why is not None:

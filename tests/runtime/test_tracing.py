@@ -560,3 +560,21 @@ async def test_a_wait_for_input_is_an_event_whose_prompt_is_content(
     assert (await agent.resume("r", journal=journal)).status is RunStatus.WAITING
     waiting = events(the(tool_span(spans, "q1")))["waiting"]
     assert waiting["bide.waiting.prompt"] == "What should wid-get-93af cost?"
+
+
+async def test_a_typed_output_is_on_the_drive_span_as_its_json(
+    spans: InMemorySpanExporter, journal: Journal
+) -> None:
+    import pydantic
+
+    class Invoice(pydantic.BaseModel):
+        cents: int
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    tracing.configure(tracer_provider=provider, capture_content=True)
+    agent = Agent(model=ScriptedModel([{"output": {"cents": 5}}]), output_type=Invoice)
+    assert (await agent.run("t", "bill", journal=journal)).output == Invoice(cents=5)
+    drive = the(named(spans, "invoke_agent "))
+    (answer,) = json.loads(str(dict(drive.attributes or {})["gen_ai.output.messages"]))
+    assert json.loads(answer["parts"][0]["content"]) == {"cents": 5}

@@ -214,7 +214,7 @@ async def test_typed_output_is_validated_from_the_final_text(journal: Journal) -
     script = Script(text('{"customer": "ann", "cents": 500}'))
     durable = DurableAgent(Agent(FunctionModel(script), output_type=Invoice))
     result = await durable.run("o1", "Invoice ann", journal=journal)
-    assert durable.output(result) == Invoice(customer="ann", cents=500)
+    assert durable.typed_output(result) == Invoice(customer="ann", cents=500)
 
 
 async def test_typed_output_comes_from_pydantic_ais_output_tool(journal: Journal) -> None:
@@ -223,16 +223,16 @@ async def test_typed_output_comes_from_pydantic_ais_output_tool(journal: Journal
     durable = DurableAgent(Agent(FunctionModel(script), output_type=Invoice))
     result = await durable.run("o2", "Invoice bob", journal=journal)
     assert [t.name for t in script.infos[0].output_tools] == ["final_result"]
-    assert durable.output(result) == Invoice(customer="bob", cents=7)
+    assert durable.typed_output(result) == Invoice(customer="bob", cents=7)
     state = await journal.require("o2")
     assert state.calls == {}  # the output tool is the answer, not a call bide runs
     counted = Script(call("final_result", {"response": 42}, "c1"))
     durable_int = DurableAgent(Agent(FunctionModel(counted), output_type=int))
-    assert durable_int.output(await durable_int.run("o3", "Count", journal=journal)) == 42
+    assert durable_int.typed_output(await durable_int.run("o3", "Count", journal=journal)) == 42
     wrong = Script(text("not json"))
     durable_bad = DurableAgent(Agent(FunctionModel(wrong), output_type=Invoice))
     with pytest.raises(UnexpectedModelBehavior, match="is not a"):
-        durable_bad.output(await durable_bad.run("o4", "Invoice", journal=journal))
+        durable_bad.typed_output(await durable_bad.run("o4", "Invoice", journal=journal))
 
 
 async def test_the_request_limit_bounds_the_turns(journal: Journal) -> None:
