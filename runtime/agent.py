@@ -16,6 +16,7 @@ from runtime.approval import ApprovalPolicy
 from runtime.errors import (
     ConfigError,
 )
+from runtime.events.live import RunStream, stream
 from runtime.functions import FunctionTool
 from runtime.journal.codec import unstorable, unstorable_text
 from runtime.journal.journal import Journal
@@ -124,6 +125,24 @@ class Agent:
         _check_input(run_id, input)
         _ = self.specs  # a new run journals them: a tool without schemas fails it unwritten
         return await RunDrive(self, journal, run_id, wait=wait).go(input, spec)
+
+    def stream(
+        self,
+        run_id: str,
+        input: str | None,
+        *,
+        journal: Journal,
+        after: int | str = 0,
+        spec: str | None = None,
+        wait: float | None = None,
+    ) -> RunStream:
+        """Drive the run as ``run`` does (``input`` None: resume it) and yield its events as they
+        happen: ``async for event in agent.stream(...)`` (``runtime.events``); the stream's
+        ``result`` is the drive's once the loop ends. ``after`` skips the journaled events up to
+        that cursor. Leaving the loop early does not stop the drive."""
+        if input is not None:
+            _check_input(run_id, input)
+        return stream(self, run_id, input, journal=journal, after=after, spec=spec, wait=wait)
 
     async def resume(
         self, run_id: str, *, journal: Journal, wait: float | None = None

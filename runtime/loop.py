@@ -29,6 +29,7 @@ from runtime.errors import (
     ProtocolError,
     StorageError,
 )
+from runtime.events import hub as events
 from runtime.holding import Holding
 from runtime.journal.codec import unstorable, unstorable_text
 from runtime.journal.journal import Journal
@@ -391,6 +392,8 @@ class RunDrive:
             finally:
                 self._committing = None
                 committing.set_result(None)
+        if appended.record is not None:
+            events.committed(self.store, self.run_id, appended.record.seq)
         if appended.refused_by == R.END:
             end = await self.store.get(self.run_id, R.END)
             if end is None:  # pragma: no cover - the guard saw it in the same transaction
@@ -511,7 +514,10 @@ class RunDrive:
     async def _ask_model(self) -> AssistantTurn:
         agent, messages = self.agent, self.conversation.messages(self.state)
         n = len(self.state.turns) + 1
-        with tracing.chat(agent.model, n, agent.system_prompt, messages):
+        with (
+            tracing.chat(agent.model, n, agent.system_prompt, messages),
+            events.asking(self.store, self.run_id, n),
+        ):
             turn = await agent._retrying_model.complete(agent.system_prompt, messages, agent.specs)
             if not isinstance(turn, AssistantTurn):
                 raise ProtocolError(f"the model returned {type(turn).__name__}, not a turn")

@@ -6,11 +6,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from runtime.errors import ConfigError, FormatError, StorageError
+from runtime.events.hub import delta
 from runtime.journal.codec import encode
 from runtime.journal.names import FORMAT_VERSION
 from runtime.journal.protocol import (
@@ -43,6 +45,8 @@ class ScriptedModel:
     The answer is chosen by how many assistant turns the conversation already holds, never by an
     internal counter, so a run resumed in a fresh process gets the right turn. ``calls`` counts
     the requests this instance answered (to check that a resume asked for nothing recorded).
+    A turn's text is streamed word by word to whoever follows the run (``runtime.events.delta``),
+    as a real model's would be.
     """
 
     def __init__(self, turns: Sequence[Mapping[str, Any]]):
@@ -74,7 +78,11 @@ class ScriptedModel:
                 f"{index + 1}"
             )
         self.calls += 1
-        return self.turns[index]
+        turn = self.turns[index]
+        if turn.text:
+            for word in re.findall(r"\S+\s*", turn.text):
+                delta(word)
+        return turn
 
 
 def _parse_turn(index: int, turn: Mapping[str, Any]) -> AssistantTurn:

@@ -63,6 +63,7 @@ BOTH_BACKENDS = frozenset(
         "tests/runtime/test_hitl.py",
         "tests/runtime/test_history.py",
         "tests/runtime/test_runs.py",
+        "tests/runtime/test_events.py",
         "tests/journal/test_fuzz.py",
     }
 )

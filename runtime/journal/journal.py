@@ -5,12 +5,15 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from collections.abc import AsyncIterator
 from typing import Any, Self
 
 from runtime import faults, tracing
 from runtime import records as R
 from runtime.approval import ApprovalPolicy, Decision, canonical_json
 from runtime.errors import ConfigError, ConflictError, RunBusy
+from runtime.events.hub import IDLE
+from runtime.events.types import Event
 from runtime.holding import Renewer
 from runtime.journal.protocol import RunPage, RunRow, Store
 from runtime.journal.resolution import (
@@ -150,6 +153,16 @@ class Journal:
         if not await self.store.check_run(run_id):
             return None
         return RunState.fold(run_id, await self.store.load(run_id))
+
+    def events(
+        self, run_id: str, *, after: int | str = 0, live: bool = True, idle: float | None = IDLE
+    ) -> AsyncIterator[Event]:
+        """The run's events after cursor ``after``, from the journal, then (``live``) as they
+        are committed, by any process, until its end or ``idle`` seconds without one
+        (``runtime.events.live``)."""
+        from runtime.events.live import follow  # it reads through this module's Journal
+
+        return follow(self, run_id, after=after, live=live, idle=idle)
 
     async def lease(self, run_id: str) -> Lease | None:
         """The run's lease: who drives it (``live`` and ``is_alive`` say if they still do)."""

@@ -19,7 +19,13 @@ import sqlalchemy as sa
 from runtime.errors import FormatError, LeaseLost, StorageError
 from runtime.journal import schema
 from runtime.journal.postgres import leases as L
-from runtime.journal.postgres.connect import NOW_MS, READY_CHANNEL, READY_STATUSES, WRITE_LOCK
+from runtime.journal.postgres.connect import (
+    NOW_MS,
+    READY_CHANNEL,
+    READY_STATUSES,
+    RECORDS_CHANNEL,
+    WRITE_LOCK,
+)
 from runtime.journal.protocol import written_ahead
 from runtime.journal.sqlite.setup import check_format
 
@@ -83,8 +89,11 @@ WRITE = sa.text(
     f"CAST(:u_details AS text[])) AS v(run_id, m, status, agent, turns, detail) "
     f"WHERE u.run_id = v.run_id RETURNING 1) "
     f"SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM created), "
-    f"(SELECT count(*) FROM updated)"
+    f"(SELECT count(*) FROM updated), (SELECT count(pg_notify('{RECORDS_CHANNEL}', w.r)) "
+    f"FROM (SELECT DISTINCT unnest(CAST(:r_runs AS text[]))) AS w(r))"
 )
+"""The batch's writes, and a notification per run it inserted records of (to its followers),
+delivered when (and only if) the batch commits: no round trip of its own."""
 
 
 @dataclass(slots=True)

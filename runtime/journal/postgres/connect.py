@@ -22,6 +22,7 @@ __all__ = [
     "NOW_MS",
     "READY_CHANNEL",
     "READY_STATUSES",
+    "RECORDS_CHANNEL",
     "WRITE_LOCK",
     "connection_lost",
     "display",
@@ -47,6 +48,11 @@ MIGRATE_LOCK = 0x6269_6465_0000_0002
 READY_CHANNEL = "bide_ready"
 """The channel a write that makes a run ready to drive ``NOTIFY``s, in its own transaction (so a
 notification means committed), with the run's id as payload: workers ``LISTEN`` on it."""
+
+RECORDS_CHANNEL = "bide_records"
+"""The channel every write that inserts records ``NOTIFY``s, once per run, in its own transaction
+(so a notification means committed), with the run's id as payload: followers of a run's events
+``LISTEN`` on it (``runtime.events``)."""
 
 READY_STATUSES = ("running", "submitted")
 """The index statuses ``claimable`` lists: a run set to one of them by a write that holds no lease
