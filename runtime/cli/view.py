@@ -6,6 +6,7 @@ import argparse
 import functools
 import time
 
+from runtime.cli import follow
 from runtime.cli.base import EXIT_HALTED, EXIT_USAGE, Command, Failure, Invocation
 from runtime.errors import ConfigError, ProtocolError
 from runtime.ownership import is_alive
@@ -100,10 +101,13 @@ async def _list(inv: Invocation) -> int:
 def _show_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_id", metavar="RUN_ID")
     parser.add_argument("--json", action="store_true", help="print the timeline as JSON on stdout")
+    follow.arguments(parser)
 
 
 async def _show(inv: Invocation) -> int:
     run_id = inv.args.run_id
+    if inv.args.follow:
+        return await follow.show(inv)
     async with inv.journal(migrate=False) as journal:
         records = await records_of(journal, run_id)
         if records is None:
@@ -169,9 +173,14 @@ COMMANDS = (
             "Print RUN_ID's timeline from its journal, record by record: model turns, each tool\n"
             "call with the Safety it runs under, attempt markers, results, halts, resolutions\n"
             "(who, with what evidence), cancel and end; then where the run stands. A run with a\n"
-            "record that cannot be read: one line naming the record, exit 2."
+            "record that cannot be read: one line naming the record, exit 2. With --follow, print\n"
+            "the run's events one line each (--json: one JSON object each) as they are journaled,\n"
+            "from any process, until the run ends; --after CURSOR resumes after an event."
         ),
-        example="  {prog} show inv-7\n  {prog} show inv-7 --json",
+        example=(
+            "  {prog} show inv-7\n  {prog} show inv-7 --json\n  {prog} show --follow inv-7\n"
+            "  {prog} show --follow inv-7 --after 41 --json"
+        ),
         arguments=_show_arguments,
         handler=_show,
     ),
