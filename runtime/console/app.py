@@ -25,6 +25,7 @@ from runtime.console.forms import confirm_page
 from runtime.console.html import Html, run_href
 from runtime.console.pages import error_page, run_page, runs_page
 from runtime.console.status import STATUSES
+from runtime.console.stream import events_response
 from runtime.errors import ConfigError, ConflictError, RunBusy
 from runtime.journal import Journal
 from runtime.journal.protocol import check_run_id
@@ -100,6 +101,7 @@ class Console:
             routes=[
                 Route("/", self._runs, methods=["GET"]),
                 Route("/run", self._run, methods=["GET"]),
+                Route("/events", self._events, methods=["GET"]),
                 Route("/confirm", self._confirm, methods=["POST"]),
                 Route("/act", self._act, methods=["POST"]),
                 Route("/static/{name}", self._static, methods=["GET"]),
@@ -232,6 +234,12 @@ class Console:
             return refused
         said = request.query_params.get("said") or None
         return await self._run_response(request, run_id, message=said)
+
+    async def _events(self, request: Request) -> Response:
+        run_id = request.query_params.get("id", "")
+        if (refused := _refused(run_id)) is not None:
+            return refused
+        return await events_response(request, await self.journal())
 
     async def _run_response(
         self,

@@ -171,10 +171,19 @@ def run_page(
         "<p><a href='./'>&larr; runs</a></p><h1>run <code id=run-id>{rid}</code></h1>{notes}"
         "<dl class=facts>{facts}</dl>"
         "<section class=actions>{stops}</section>"
-        "<h2>timeline</h2><section id=live-region data-refresh>"
+        "<h2>timeline</h2><section id=live-region data-refresh data-events='{events_href}'>"
         "<table id=timeline><thead><tr><th>at</th><th>record</th><th>what</th></tr></thead>"
         "<tbody>{events}</tbody></table></section>"
-    ).format(rid=tl.run_id, notes=join(notes), facts=join(facts), stops=join(stops), events=events)
+    ).format(
+        rid=tl.run_id,
+        notes=join(notes),
+        facts=join(facts),
+        stops=join(stops),
+        events=events,
+        # Only what comes after the records this page shows.
+        events_href="events?"
+        + urlencode({"id": tl.run_id, "after": max((e.seq for e in tl.events), default=0)}),
+    )
     return page(f"bide: run {tl.run_id}", body)
 
 
