@@ -30,11 +30,16 @@ if TYPE_CHECKING:
     from runtime.agent import Agent
     from runtime.journal.journal import Journal
 
-__all__ = ["IDLE", "POLL", "POLL_LISTENING", "RunStream", "follow", "stream"]
+__all__ = ["IDLE", "POLL", "POLL_LISTENING", "READ_GAP", "RunStream", "follow", "stream"]
 
 POLL = 0.2
 """Seconds between two reads of the journal when nothing woke the follower: how late a commit
 of another process is seen on a store that does not notify (SQLite)."""
+
+READ_GAP = 0.05
+"""Seconds a follower lets pass between two reads of the journal however often it is woken: a
+run committing hundreds of records a second is read in batches, at most 20 reads a second per
+follower."""
 
 POLL_LISTENING = 5.0
 """The same on a store whose commits notify followers (PostgreSQL): a safety net only."""
@@ -82,11 +87,15 @@ async def _events(
     cursor = after.seq if after.part is None else after.seq - 1
     skip = (after.seq, after.part) if after.part is not None else None
     quiet_since = time.monotonic()
+    read_at = quiet_since - READ_GAP
     try:
         while True:
+            if follower is not None and (gap := READ_GAP - (time.monotonic() - read_at)) > 0:
+                await asyncio.sleep(gap)
             finishing = drive is not None and drive.done()
             if follower is not None:
                 follower.wake.clear()  # before reading: a commit after the read wakes us
+            read_at = time.monotonic()
             records = await store.load(run_id, after=cursor)
             ended = False
             for record in records:
