@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-import select
+import queue
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -13,14 +14,23 @@ from tests.cli.invoke import Cli
 from tests.conftest import child_env
 
 
-def _next(process: subprocess.Popen[str], timeout: float = 30) -> dict[str, Any]:
-    assert process.stdout is not None
-    ready, _, _ = select.select([process.stdout], [], [], timeout)
-    assert ready, "show --follow printed nothing in time"
-    line = process.stdout.readline()
-    assert line, "show --follow ended early"
-    event: dict[str, Any] = json.loads(line)
-    return event
+class Lines:
+    """A child's stdout lines, read by a thread of their own: ``next`` waits for one, bounded
+    (a select on the pipe would miss lines the reader already buffered)."""
+
+    def __init__(self, process: subprocess.Popen[str]):
+        self._lines: queue.Queue[str] = queue.Queue()
+        assert process.stdout is not None
+        stdout = process.stdout
+        threading.Thread(target=lambda: [self._lines.put(x) for x in stdout], daemon=True).start()
+
+    def next(self, timeout: float = 30) -> dict[str, Any]:
+        try:
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError("show --follow printed nothing in time") from None
+        event: dict[str, Any] = json.loads(line)
+        return event
 
 
 def test_follow_prints_the_events_as_they_are_journaled_until_the_end(
@@ -40,28 +50,28 @@ def test_follow_prints_the_events_as_they_are_journaled_until_the_end(
         ) as follower,
     ):
         try:
-            _follow_to_the_end(cli, db, follower)
+            _follow_to_the_end(cli, db, follower, Lines(follower))
         finally:
             if follower.poll() is None:
                 follower.kill()
     assert follower.returncode == 0, (tmp_path / "follow.err").read_text()
 
 
-def _follow_to_the_end(cli: Cli, db: str, follower: subprocess.Popen[str]) -> None:
-    seen = [_next(follower)]
+def _follow_to_the_end(cli: Cli, db: str, follower: subprocess.Popen[str], lines: Lines) -> None:
+    seen = [lines.next()]
     while seen[-1]["type"] != "halt":
-        seen.append(_next(follower))
+        seen.append(lines.next())
     assert [e["type"] for e in seen] == ["run_started", "turn", "tool_call", "attempt", "halt"]
     # Still following: the resolution and the rest of the run arrive as they are journaled.
     assert follower.poll() is None
     said = cli("--db", db, "resolve", "h-1", "c1", "--succeeded", '{"id": "ch_1"}')
     assert said.code == 0, said.err
-    resolution = _next(follower)
+    resolution = lines.next()
     assert (resolution["type"], resolution["outcome"]) == ("resolution", "value")
     assert cli("--db", db, "resume", "h-1").code == 0
-    rest = [_next(follower)]
+    rest = [lines.next()]
     while rest[-1]["type"] != "end":
-        rest.append(_next(follower))
+        rest.append(lines.next())
     assert rest[-1]["status"] == "completed"
     follower.wait(timeout=30)
     cursors = [e["cursor"] for e in [*seen, resolution, *rest]]
