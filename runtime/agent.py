@@ -13,6 +13,7 @@ from functools import cached_property
 from typing import Any
 
 from runtime.approval import ApprovalPolicy
+from runtime.children import ChildTool
 from runtime.errors import (
     ConfigError,
 )
@@ -95,6 +96,24 @@ class Agent:
             self.tools[spec.name] = t
             if not isinstance(t, FunctionTool):
                 self._validators[spec.name] = _validator(spec.name, spec.input_schema)
+        self.delegates = any(
+            getattr(t, "is_child_agent", False) is True for t in self.tools.values()
+        )
+        """Whether a tool of this agent is another agent (``as_tool``): its calls are child runs."""
+
+    def as_tool(
+        self,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        timeout: float | None = None,
+    ) -> ChildTool:
+        """This agent as a tool of another: each call is a durable child run of this agent, with
+        the call's ``input``, whose id is derived from the parent run's and the call's
+        (``runtime.children``). Its Safety is what this agent's tools make it: READ_ONLY if
+        they all only read, IDEMPOTENT if none is a SIDE_EFFECT, else a SIDE_EFFECT (resumed
+        from the child's journal after a crash, never run blindly again)."""
+        return ChildTool(self, name=name, description=description, timeout=timeout)
 
     @cached_property
     def specs(self) -> tuple[ToolSpec, ...]:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from runtime import faults, history, tracing
+from runtime import children, faults, history, tracing
 from runtime import records as R
 from runtime.calls import Calls
 from runtime.drive import Cancelled, Outcome, RunEnded
@@ -90,6 +90,9 @@ def _readable(chunk: Record) -> bool:
 class RunDrive:
     """One process executing one run from its journal until it ends, pauses or halts."""
 
+    parent: Mapping[str, str] | None = None
+    """For a child run (``runtime.children``): its parent run and call, journaled at start."""
+
     def __init__(
         self,
         agent: Agent,
@@ -113,6 +116,7 @@ class RunDrive:
                 f"without NUL: {run_id!r}"
             )
         self.agent = agent
+        self.journal = journal
         self.store = journal.store
         self.run_id = run_id
         self.state = RunState(run_id)
@@ -140,6 +144,8 @@ class RunDrive:
     async def go(self, input: str | None, spec: str | None) -> RunResult:
         # Bound and reset by token, not by a context manager: fewer objects per drive.
         token = structlog.contextvars.bind_contextvars(run_id=self.run_id)["run_id"]
+        # An agent with child tools: they drive their child runs through this drive.
+        driving = children.driving.set(self) if self.agent.delegates else None
         try:
             span = tracing.drive(self.agent.name, self.run_id)
             if span is tracing.NO_SPAN:  # not traced: no context manager kept for the drive
@@ -150,6 +156,8 @@ class RunDrive:
                 return result
         finally:
             structlog.contextvars.reset_contextvars(run_id=token)
+            if driving is not None:
+                children.driving.reset(driving)
 
     async def _drive(self, input: str | None, spec: str | None) -> RunResult:
         """The lease, the run opened, its steps; logged as the drive finishes or stops. One
@@ -263,6 +271,7 @@ class RunDrive:
                     "settings": {"max_turns": self.agent.max_turns},
                     "tools": _tools_digest(self.agent.specs),
                     "key_scheme": KEY_SCHEME,
+                    **({"parent": dict(self.parent)} if self.parent is not None else {}),
                     **tracing.journaled_context(),
                 },
             )

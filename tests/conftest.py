@@ -64,6 +64,8 @@ BOTH_BACKENDS = frozenset(
         "tests/runtime/test_history.py",
         "tests/runtime/test_runs.py",
         "tests/runtime/test_events.py",
+        "tests/runtime/test_children.py",
+        "tests/runtime/test_children_crash.py",
         "tests/journal/test_fuzz.py",
     }
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import functools
 import time
+from typing import Any
 
 from runtime.cli import follow
 from runtime.cli.base import EXIT_HALTED, EXIT_USAGE, Command, Failure, Invocation
@@ -17,6 +18,7 @@ from runtime.stops import (
 )
 from runtime.terminal import printable
 from runtime.timeline import UNREADABLE, Unreadable, read, render, timeline
+from runtime.tree import Family, Kin, family
 
 __all__ = ["COMMANDS"]
 
@@ -113,6 +115,7 @@ async def _show(inv: Invocation) -> int:
         if records is None:
             raise ConfigError(f"no run {run_id!r} in {journal.path}", run_id=run_id)
         row = await journal.run_row(run_id)
+        kin = await family(journal, run_id)
     lease = row.lease if row is not None else None
     tell = functools.partial(
         timeline,
@@ -126,10 +129,12 @@ async def _show(inv: Invocation) -> int:
         message = printable(f"{told.reason}; the journal is damaged there")
         raise Failure(message, EXIT_USAGE) from ProtocolError(message, run_id=run_id)
     if inv.args.json:
-        inv.out_json(told.to_json())
+        inv.out_json({**told.to_json(), **_family_json(kin)})
         return 0
     for line in render(told):
         inv.out(line)
+    for line in _family_lines(kin):
+        inv.out(printable(line))
     for stop in told.halted:
         resolve = inv.resolve_command(run_id, stop.call_id, stop.attempt)
         inv.out(
@@ -145,6 +150,30 @@ async def _show(inv: Invocation) -> int:
     ):
         inv.out(printable(f"  resume it: {inv.command('resume', run_id)}"))
     return 0
+
+
+def _family_json(kin: Family) -> dict[str, Any]:
+    def one(k: Kin) -> dict[str, str]:
+        return {"run_id": k.run_id, "call_id": k.call_id, "status": k.status}
+
+    return {
+        "parent": one(kin.parent) if kin.parent is not None else None,
+        "children": [one(k) for k in kin.children],
+    }
+
+
+def _family_lines(kin: Family) -> list[str]:
+    """The run's parent and children (``runtime.children``), if it has any."""
+    lines = []
+    if kin.parent is not None:
+        p = kin.parent
+        lines.append(f"  child of {p.run_id} (its call {p.call_id}), which is {p.status}")
+    if kin.children:
+        lines.append("  children:")
+        lines += [f"    {k.run_id}  {k.status}  (call {k.call_id})" for k in kin.children]
+        if kin.more:
+            lines.append("    (more not shown)")
+    return lines
 
 
 COMMANDS = (

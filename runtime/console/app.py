@@ -33,6 +33,7 @@ from runtime.logs import get_logger
 from runtime.ownership import is_alive
 from runtime.runs import Row, list_page
 from runtime.timeline import timeline
+from runtime.tree import family
 
 __all__ = ["CONTENT_SECURITY_POLICY", "Console"]
 
@@ -270,6 +271,7 @@ class Console:
             operator=self._who(request),
             message=message,
             error=error,
+            family=await family(journal, run_id),
         )
         return _html(body, code)
 

@@ -7,6 +7,8 @@ from runtime.events.types import (
     AnswerGiven,
     AttemptMarked,
     CancelRequested,
+    ChildEnded,
+    ChildStarted,
     DecisionMade,
     Ended,
     Event,
@@ -69,6 +71,10 @@ def _said(e: Event) -> str:
         return f"stopped short of an end: {clip(e.message)}"
     if isinstance(e, Ended):
         return f"{e.status}: {clip(e.output if e.status == 'completed' else e.error)}"
+    if isinstance(e, ChildStarted):
+        return f"{e.call_id} drives child run {clip(e.child_run)}"
+    if isinstance(e, ChildEnded):
+        return f"{e.call_id} child run {clip(e.child_run)} answered {clip(e.output)}"
     assert isinstance(e, Noted)
     return f"{e.kind} {clip(e.key)}"
 

@@ -26,6 +26,8 @@ __all__ = [
     "AnswerGiven",
     "AttemptMarked",
     "CancelRequested",
+    "ChildEnded",
+    "ChildStarted",
     "Cursor",
     "DecisionMade",
     "Ended",
@@ -212,6 +214,26 @@ class Ended(_Event):
 
 
 @dataclass(frozen=True, slots=True)
+class ChildStarted(_Event):
+    """A call of a child agent (``Agent.as_tool``) journaled its child run's id before driving
+    it (a child that may act; a retry-safe child shows only as its ``ChildEnded``)."""
+
+    type: ClassVar[str] = "child_started"
+    call_id: str
+    child_run: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChildEnded(_Event):
+    """A call of a child agent got its child run's output (after the call's ``result``)."""
+
+    type: ClassVar[str] = "child_ended"
+    call_id: str
+    child_run: str
+    output: Any
+
+
+@dataclass(frozen=True, slots=True)
 class Noted(_Event):
     """Any other record (a late result, a gate's tally, a progress handle, a reconciler's
     inconclusive try): its kind and key, so a consumer's cursor passes it knowingly."""
@@ -238,6 +260,8 @@ Event = (
     | CancelRequested
     | Stopped
     | Ended
+    | ChildStarted
+    | ChildEnded
     | Noted
 )
 """Every event a run's stream yields."""
@@ -333,6 +357,8 @@ def _told(record: Record) -> Iterator[Event]:
                 value=value,
                 error=error,
             )
+        if isinstance(value, Mapping) and isinstance(child := value.get("child_run"), str):
+            yield ChildEnded(*base, call_id=cid, child_run=child, output=value.get("output"))
     elif kind == R.HALT:
         attempt = p.get("attempt")
         yield Halted(
@@ -355,6 +381,12 @@ def _told(record: Record) -> Iterator[Event]:
         )
     elif kind == R.CANCEL:
         yield CancelRequested(*base, by=_text(p.get("by")), reason=_text(p.get("reason")))
+    elif (
+        kind == R.HANDLE
+        and isinstance(h := p.get("handle"), Mapping)
+        and isinstance(child := h.get("child_run"), str)
+    ):
+        yield ChildStarted(*base, call_id=cid, child_run=child)
     elif kind == R.STOP:
         yield Stopped(*base, reason=_text(p.get("reason")), message=_text(p.get("message")))
     elif kind == R.END:

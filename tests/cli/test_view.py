@@ -57,6 +57,8 @@ SHOW_KEYS = {
     "in_flight",
     "lease",
     "driven",
+    "parent",
+    "children",
 }
 
 
