@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from runtime import records as R
 from runtime.errors import FormatError
 from runtime.journal import Journal, RunRow
 from runtime.ownership import Lease, is_alive
@@ -56,6 +57,8 @@ class Row:
     lease: Lease | None = None
     driven: bool = False
     """Whether a live owner drives the run now."""
+    parent: str | None = None
+    """The run this one is a child of (``runtime.children``), if it is one."""
 
     @property
     def cursor(self) -> str:
@@ -77,6 +80,7 @@ class Row:
             "in_flight": [s.to_json() for s in self.in_flight],
             "lease": self.lease.to_json() if self.lease is not None else None,
             "driven": self.driven,
+            "parent": self.parent,
         }
 
 
@@ -119,7 +123,19 @@ async def row_of(journal: Journal, r: RunRow) -> Row:
         in_flight=in_flight,
         lease=r.lease,
         driven=driving is not None,
+        parent=_parent(records) if isinstance(records, list) else None,
     )
+
+
+def _parent(records: list[Record]) -> str | None:
+    start = next((r for r in records if r.key == R.START), None)
+    link = (
+        start.payload.get("parent")
+        if start is not None and isinstance(start.payload, dict)
+        else None
+    )
+    parent = link.get("run_id") if isinstance(link, Mapping) else None
+    return parent if isinstance(parent, str) else None
 
 
 async def list_page(
@@ -130,14 +146,16 @@ async def list_page(
     prefix: str | None = None,
     limit: int = 50,
     before: str | None = None,
+    roots: bool = False,
 ) -> Page:
     """Runs newest first: at most ``limit`` after the cursor ``before``, and the next cursor.
 
     ``status`` keeps the runs whose records say so (``unreadable`` runs are kept under every
     filter: their status is unknown); ``unresolved`` keeps the runs with a call that may have
-    acted and has no result, whatever their status.
+    acted and has no result, whatever their status; ``roots`` keeps the runs that are no
+    other run's child (``runtime.children``).
     """
-    if status is None and not unresolved:
+    if status is None and not unresolved and not roots:
         page = await journal.list_runs(prefix=prefix, limit=limit, before=before)
         rows = [await row_of(journal, r) for r in page.runs]
         return Page(tuple(rows), page.next_cursor)
@@ -145,7 +163,7 @@ async def list_page(
     listed: tuple[str | None, ...]
     if status in _ENDED:
         listed = (status,)
-    elif unresolved or status == UNREADABLE:
+    elif unresolved or roots or status == UNREADABLE:
         listed = (None,)
     else:
         listed = _OPEN
@@ -159,7 +177,9 @@ async def list_page(
             )
             for r in page.runs:
                 row = await row_of(journal, r)
-                if _keeps(row, status=status, unresolved=unresolved):
+                if _keeps(row, status=status, unresolved=unresolved) and not (
+                    roots and row.parent is not None
+                ):
                     matches.append(row)
             cursor = page.next_cursor
             if cursor is None:

@@ -43,6 +43,11 @@ def _list_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--prefix", metavar="TEXT", help="only runs whose id starts with TEXT")
     parser.add_argument(
+        "--roots",
+        action="store_true",
+        help="hide child runs (an agent's calls of another agent): only runs no run started",
+    )
+    parser.add_argument(
         "--limit", type=_positive, default=50, metavar="N", help="at most N runs (default 50)"
     )
     parser.add_argument("--json", action="store_true", help="print the runs as JSON on stdout")
@@ -67,6 +72,7 @@ async def _list(inv: Invocation) -> int:
             unresolved=args.unresolved,
             prefix=args.prefix,
             limit=args.limit,
+            roots=args.roots,
         )
     rows = page.rows
     code = EXIT_HALTED if args.fail_if_any and rows else 0

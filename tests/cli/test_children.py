@@ -67,3 +67,14 @@ def test_a_child_s_halt_resolved_from_the_console_lets_its_parent_complete(
     child = cli("--db", db, "show", "p-2/c1", "--json").json()
     assert child["status"] == "completed"
     assert child["parent"] == {"run_id": "p-2", "call_id": "c1", "status": "completed"}
+
+
+def test_list_roots_hides_child_runs(cli: Cli, tmp_path: Path) -> None:
+    db = str(tmp_path / "bide.db")
+    _waiting_tree(cli, db, "p-3")
+    every = {r["run_id"]: r for r in cli("--db", db, "list", "--json").json()["runs"]}
+    assert every["p-3/c1"]["parent"] == "p-3" and every["p-3"]["parent"] is None
+    roots = cli("--db", db, "list", "--roots", "--json").json()["runs"]
+    assert [r["run_id"] for r in roots] == ["p-3"]
+    halted_roots = cli("--db", db, "list", "--roots", "--status", "halted", "--json").json()
+    assert halted_roots["runs"] == []  # the halted run is the child

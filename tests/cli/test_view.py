@@ -37,6 +37,7 @@ ROW_KEYS = {
     "in_flight",
     "lease",
     "driven",
+    "parent",
 }
 SHOW_KEYS = {
     "run_id",
