@@ -224,3 +224,59 @@ async def test_two_followers_in_two_processes_see_the_same_order(journal: Journa
     told = [[[g["cursor"], g["type"], g["call_id"]] for g in seen] for seen in (seen_a, seen_b)]
     assert told == [expected, expected]
     assert len(expected) > 90
+
+
+async def test_on_postgresql_a_commit_of_another_process_wakes_a_follower_by_notify(
+    journal: Journal, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The follower's safety-net poll is pushed out of reach: only the commit's NOTIFY can
+    tell it of the cancel another journal (another connection pool, no shared hub) writes."""
+    if backend != "postgres":
+        pytest.skip("SQLite has no notifications: its followers poll (tested above)")
+    from runtime.events import hub, live
+
+    monkeypatch.setattr(live, "POLL_LISTENING", 600.0)
+    gate = asyncio.Event()
+    drive = asyncio.create_task(
+        slow_agent(3, gate=gate, gate_at=1).run("n-1", "go", journal=journal)
+    )
+    seen: list[Event] = []
+
+    async def watch() -> None:
+        async for event in journal.events("n-1", idle=60):
+            seen.append(event)
+            if event.type == "cancel":
+                return
+
+    while not await journal.store.check_run("n-1"):
+        await asyncio.sleep(0.01)
+    follower = asyncio.create_task(watch())
+    while not hub.hub_of(journal.store).listens or not seen:
+        await asyncio.sleep(0.01)
+    async with Journal(str(journal.url)) as other:
+        await _listening(str(journal.url))
+        await other.cancel("n-1", by="bob")
+    await asyncio.wait_for(follower, 30)
+    assert seen[-1].type == "cancel"
+    gate.set()
+    assert (await drive).status.value == "cancelled"
+
+
+async def _listening(url: str) -> None:
+    """Until the follower's listening connection is up (then its LISTEN follows at once)."""
+    import asyncpg
+
+    conn = await asyncpg.connect(url.replace("postgresql+asyncpg://", "postgresql://"))
+    try:
+        for _ in range(500):
+            query = (
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'bide-listen' "
+                "AND datname = current_database()"
+            )
+            if await conn.fetchval(query):
+                await asyncio.sleep(0.2)
+                return
+            await asyncio.sleep(0.02)
+        raise AssertionError("the follower never connected to listen")
+    finally:
+        await conn.close()
