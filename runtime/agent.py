@@ -17,7 +17,7 @@ from runtime.children import ChildTool
 from runtime.errors import (
     ConfigError,
 )
-from runtime.events.live import RunStream, stream
+from runtime.events.stream import RunStream, stream
 from runtime.functions import FunctionTool
 from runtime.journal.codec import unstorable, unstorable_text
 from runtime.journal.journal import Journal

@@ -13,11 +13,11 @@ parent cancels its open children when its drive next runs.
 
 from __future__ import annotations
 
-import contextvars
 import hashlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from runtime.driving import driving
 from runtime.errors import ConfigError, RunBusy, ToolError, ToolOutcomeUnknown
 from runtime.logs import get_logger
 from runtime.result import RunResult, RunStatus
@@ -27,14 +27,9 @@ if TYPE_CHECKING:
     from runtime.agent import Agent
     from runtime.loop import RunDrive
 
-__all__ = ["ChildTool", "child_run_id", "driving"]
+__all__ = ["ChildTool", "child_run_id"]
 
 log = get_logger(__name__)
-
-driving: contextvars.ContextVar[RunDrive | None] = contextvars.ContextVar(
-    "bide_driving", default=None
-)
-"""The drive whose tools are running, set by drives of agents that have a child tool."""
 
 CHILD_WAIT = 10.0
 """Seconds a parent waits for a child run's lease held by another process (a worker driving
@@ -94,7 +89,7 @@ class ChildTool:
         )
 
     async def call(self, arguments: Mapping[str, Any], context: ToolContext | None = None) -> Any:
-        parent = driving.get()
+        parent: RunDrive | None = driving.get()
         if parent is None or context is None:
             raise ConfigError(
                 f"tool {self.spec.name} drives a child run: it runs only as a tool of an agent's "
@@ -107,7 +102,7 @@ class ChildTool:
         return await self._drive(parent, child, str(arguments.get("input", "")), context)
 
     async def resume(self, handle: Any, arguments: Mapping[str, Any], context: ToolContext) -> Any:
-        parent = driving.get()
+        parent: RunDrive | None = driving.get()
         child = handle.get("child_run") if isinstance(handle, Mapping) else None
         if parent is None or not isinstance(child, str):
             raise ToolOutcomeUnknown(f"{self.spec.name}: no child run to resume from {handle!r}")
@@ -115,7 +110,7 @@ class ChildTool:
 
     async def cancel_handle(self, handle: Any, context: ToolContext) -> None:
         """The parent is cancelled: cancel the child run (it ends when next driven)."""
-        parent = driving.get()
+        parent: RunDrive | None = driving.get()
         child = handle.get("child_run") if isinstance(handle, Mapping) else None
         if parent is None or not isinstance(child, str):
             return

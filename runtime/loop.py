@@ -18,10 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from runtime import children, faults, history, tracing
+from runtime import faults, history, tracing
 from runtime import records as R
 from runtime.calls import Calls
 from runtime.drive import Cancelled, Outcome, RunEnded
+from runtime.driving import driving as current_drive
 from runtime.errors import (
     BudgetError,
     ConfigError,
@@ -145,7 +146,7 @@ class RunDrive:
         # Bound and reset by token, not by a context manager: fewer objects per drive.
         token = structlog.contextvars.bind_contextvars(run_id=self.run_id)["run_id"]
         # An agent with child tools: they drive their child runs through this drive.
-        driving = children.driving.set(self) if self.agent.delegates else None
+        driving = current_drive.set(self) if self.agent.delegates else None
         try:
             span = tracing.drive(self.agent.name, self.run_id)
             if span is tracing.NO_SPAN:  # not traced: no context manager kept for the drive
@@ -157,7 +158,7 @@ class RunDrive:
         finally:
             structlog.contextvars.reset_contextvars(run_id=token)
             if driving is not None:
-                children.driving.reset(driving)
+                current_drive.reset(driving)
 
     async def _drive(self, input: str | None, spec: str | None) -> RunResult:
         """The lease, the run opened, its steps; logged as the drive finishes or stops. One

@@ -24,7 +24,7 @@ from adapters.models._wire import (
     tool_entry,
 )
 from runtime.errors import ConfigError, ModelError, ProtocolError
-from runtime.events.hub import delta as text_delta
+from runtime.events import delta as text_delta
 from runtime.messages import AssistantTurn, Message, ToolCall, ToolResultMessage, Usage, UserMessage
 from runtime.tools import ToolSpec
 from runtime.tracing import trace_headers

@@ -10,7 +10,8 @@ import typing
 
 if typing.TYPE_CHECKING:
     from runtime.events.hub import delta
-    from runtime.events.live import RunStream, follow, stream
+    from runtime.events.live import follow
+    from runtime.events.stream import RunStream, stream
     from runtime.events.types import (
         AnswerGiven,
         AttemptMarked,
@@ -63,7 +64,7 @@ __all__ = [
     "stream",
 ]
 
-_WHERE = {"RunStream": "live", "follow": "live", "stream": "live", "delta": "hub"}
+_WHERE = {"RunStream": "stream", "follow": "live", "stream": "stream", "delta": "hub"}
 
 
 def __getattr__(name: str) -> object:

@@ -1,5 +1,5 @@
 """Following a run: its journaled events after a cursor, then live ones as they come, in commit
-order and never twice (``follow``); and a drive streamed as it happens (``stream``).
+order and never twice (``follow``; a drive streamed as it happens is ``runtime.events.stream``).
 
 The journal is the only source of journaled events: a wake-up (a commit in this process, a
 notification from PostgreSQL, or the poll's timer) only says "read again after your cursor".
@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
 
 from runtime import records as R
 from runtime.errors import ConfigError
@@ -26,11 +25,7 @@ from runtime.events.types import (
 from runtime.journal.protocol import Store, check_run_id
 from runtime.result import RunResult
 
-if TYPE_CHECKING:
-    from runtime.agent import Agent
-    from runtime.journal.journal import Journal
-
-__all__ = ["IDLE", "POLL", "POLL_LISTENING", "READ_GAP", "RunStream", "follow", "stream"]
+__all__ = ["IDLE", "POLL", "POLL_LISTENING", "READ_GAP", "events_of", "follow"]
 
 POLL = 0.2
 """Seconds between two reads of the journal when nothing woke the follower: how late a commit
@@ -46,7 +41,7 @@ POLL_LISTENING = 5.0
 
 
 async def follow(
-    journal: Journal,
+    store: Store,
     run_id: str,
     *,
     after: int | str = 0,
@@ -61,14 +56,13 @@ async def follow(
     start = Cursor.parse(after)
     if idle is not None and not idle > 0:
         raise ConfigError(f"idle is a positive number of seconds or None, not {idle!r}")
-    store = journal.store
     if not await store.check_run(run_id):
         raise ConfigError(f"no run {run_id!r} in {store.path}", run_id=run_id)
-    async for event in _events(store, run_id, start, live=live, idle=idle, drive=None):
+    async for event in events_of(store, run_id, start, live=live, idle=idle, drive=None):
         yield event
 
 
-async def _events(
+async def events_of(
     store: Store,
     run_id: str,
     after: Cursor,
@@ -135,69 +129,3 @@ async def _events(
     finally:
         if follower is not None:
             await hub.unsubscribe(follower)
-
-
-class RunStream:
-    """``agent.stream(...)``: the run's events as its drive makes them; ``result`` once the
-    iteration ended. Leaving the iteration early does not stop the drive: it finishes first."""
-
-    def __init__(
-        self,
-        agent: Agent,
-        journal: Journal,
-        run_id: str,
-        input: str | None,
-        *,
-        after: int | str = 0,
-        spec: str | None = None,
-        wait: float | None = None,
-    ):
-        self._start = Cursor.parse(after)
-        self._agent, self._journal, self.run_id = agent, journal, run_id
-        self._input, self._spec, self._wait = input, spec, wait
-        self.result: RunResult | None = None
-        """The drive's result, once the iteration has ended."""
-
-    def __aiter__(self) -> AsyncIterator[Event]:
-        return self._iterate()
-
-    async def _iterate(self) -> AsyncIterator[Event]:
-        store = self._journal.store
-        check_run_id(self.run_id)
-        # Subscribed before the drive starts, so its first live event is not missed.
-        follower = hub_of(store).subscribe(self.run_id)
-        if self._input is None:
-            drive = self._agent.resume(self.run_id, journal=self._journal, wait=self._wait)
-        else:
-            drive = self._agent.run(
-                self.run_id, self._input, journal=self._journal, spec=self._spec, wait=self._wait
-            )
-        task = asyncio.get_running_loop().create_task(drive)
-        try:
-            async for event in _events(
-                store, self.run_id, self._start, live=True, idle=None, drive=task, follower=follower
-            ):
-                yield event
-            self.result = await task
-        finally:
-            if not task.done():
-                try:
-                    await asyncio.shield(task)
-                except asyncio.CancelledError:
-                    task.cancel()
-                    raise
-
-
-def stream(
-    agent: Agent,
-    run_id: str,
-    input: str | None,
-    *,
-    journal: Journal,
-    after: int | str = 0,
-    spec: str | None = None,
-    wait: float | None = None,
-) -> RunStream:
-    """Drive ``run_id`` (start it with ``input``, or resume it if ``input`` is None) and yield
-    its events as they happen (``Agent.stream``)."""
-    return RunStream(agent, journal, run_id, input, after=after, spec=spec, wait=wait)

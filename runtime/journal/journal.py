@@ -160,9 +160,9 @@ class Journal:
         """The run's events after cursor ``after``, from the journal, then (``live``) as they
         are committed, by any process, until its end or ``idle`` seconds without one
         (``runtime.events.live``)."""
-        from runtime.events.live import follow  # it reads through this module's Journal
+        from runtime.events.live import follow  # it imports the store, which imports this
 
-        return follow(self, run_id, after=after, live=live, idle=idle)
+        return follow(self.store, run_id, after=after, live=live, idle=idle)
 
     async def lease(self, run_id: str) -> Lease | None:
         """The run's lease: who drives it (``live`` and ``is_alive`` say if they still do)."""
