@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from runtime.driving import driving
 from runtime.errors import ConfigError, RunBusy, ToolError, ToolOutcomeUnknown
@@ -24,8 +24,18 @@ from runtime.result import RunResult, RunStatus
 from runtime.tools import Safety, ToolContext, ToolSpec
 
 if TYPE_CHECKING:
-    from runtime.agent import Agent
     from runtime.loop import RunDrive
+
+
+class Agent(Protocol):
+    """What a child tool needs of its agent (``runtime.agent.Agent`` is one); the drive takes
+    the agent itself."""
+
+    name: str
+
+    @property
+    def specs(self) -> tuple[ToolSpec, ...]: ...
+
 
 __all__ = ["ChildTool", "child_run_id"]
 
@@ -121,7 +131,8 @@ class ChildTool:
     async def _drive(self, parent: RunDrive, child: str, input: str, context: ToolContext) -> Any:
         from runtime.loop import RunDrive
 
-        drive = RunDrive(self.agent, parent.journal, child, wait=CHILD_WAIT)
+        # as_tool is the only maker of a ChildTool: its agent is a runtime.agent.Agent.
+        drive = RunDrive(self.agent, parent.journal, child, wait=CHILD_WAIT)  # type: ignore[arg-type]
         drive.parent = {"run_id": parent.run_id, "call_id": context.call_id}
         log.info("child_started", child_run=child, call_id=context.call_id)
         try:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+import runtime.events.hub as events  # the module alone: the package's names sit above the loop
 from runtime import faults, history, tracing
 from runtime import records as R
 from runtime.calls import Calls
@@ -30,7 +31,6 @@ from runtime.errors import (
     ProtocolError,
     StorageError,
 )
-from runtime.events import hub as events
 from runtime.holding import Holding
 from runtime.journal.codec import unstorable, unstorable_text
 from runtime.journal.journal import Journal

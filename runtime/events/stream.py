@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from runtime.events.hub import hub_of
 from runtime.events.live import events_of
@@ -14,8 +14,26 @@ from runtime.journal.protocol import check_run_id
 from runtime.result import RunResult
 
 if TYPE_CHECKING:
-    from runtime.agent import Agent
     from runtime.journal.journal import Journal
+
+
+class Agent(Protocol):
+    """What a stream needs of an agent (``runtime.agent.Agent`` is one): to run and resume."""
+
+    async def run(
+        self,
+        run_id: str,
+        input: str,
+        *,
+        journal: Journal,
+        spec: str | None = None,
+        wait: float | None = None,
+    ) -> RunResult: ...
+
+    async def resume(
+        self, run_id: str, *, journal: Journal, wait: float | None = None
+    ) -> RunResult: ...
+
 
 __all__ = ["RunStream", "stream"]
 
