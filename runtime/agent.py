@@ -13,9 +13,11 @@ from functools import cached_property
 from typing import Any, Generic, TypeVar, cast, overload
 
 from runtime.approval import ApprovalPolicy
+from runtime.children import ChildTool
 from runtime.errors import (
     ConfigError,
 )
+from runtime.events.stream import RunStream, stream
 from runtime.functions import FunctionTool
 from runtime.journal.journal import Journal
 from runtime.jsontext import unstorable, unstorable_text
@@ -205,6 +207,24 @@ class Agent(Generic[OutputT]):
         """Whether a drive settles typed answers (``runtime.answers``)."""
         self.asks_output = self.output is not None and accepts_output(model)
         """Whether the model is given the output spec (else it is offered the output tool)."""
+        self.delegates = any(
+            getattr(t, "is_child_agent", False) is True for t in self.tools.values()
+        )
+        """Whether a tool of this agent is another agent (``as_tool``): its calls are child runs."""
+
+    def as_tool(
+        self,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        timeout: float | None = None,
+    ) -> ChildTool:
+        """This agent as a tool of another: each call is a durable child run of this agent, with
+        the call's ``input``, whose id is derived from the parent run's and the call's
+        (``runtime.children``). Its Safety is what this agent's tools make it: READ_ONLY if
+        they all only read, IDEMPOTENT if none is a SIDE_EFFECT, else a SIDE_EFFECT (resumed
+        from the child's journal after a crash, never run blindly again)."""
+        return ChildTool(self, name=name, description=description, timeout=timeout)
 
     @cached_property
     def specs(self) -> tuple[ToolSpec, ...]:
@@ -246,6 +266,24 @@ class Agent(Generic[OutputT]):
             )
         result = await drive.go(input, spec)
         return cast("RunResult[OutputT]", result)
+
+    def stream(
+        self,
+        run_id: str,
+        input: str | None,
+        *,
+        journal: Journal,
+        after: int | str = 0,
+        spec: str | None = None,
+        wait: float | None = None,
+    ) -> RunStream:
+        """Drive the run as ``run`` does (``input`` None: resume it) and yield its events as they
+        happen: ``async for event in agent.stream(...)`` (``runtime.events``); the stream's
+        ``result`` is the drive's once the loop ends. ``after`` skips the journaled events up to
+        that cursor. Leaving the loop early does not stop the drive."""
+        if input is not None:
+            _check_input(run_id, input)
+        return stream(self, run_id, input, journal=journal, after=after, spec=spec, wait=wait)
 
     async def resume(
         self, run_id: str, *, journal: Journal, wait: float | None = None

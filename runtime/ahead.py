@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import runtime.events.hub as events  # the module alone: the package's names sit above
 from runtime import faults, history
 from runtime import records as R
 from runtime.drive import RunEnded
@@ -178,6 +179,8 @@ class WriteAhead:
             finally:
                 self._committing = None
                 committing.set_result(None)
+        if appended.record is not None:
+            events.committed(self.store, self.run_id, appended.record.seq)
         if appended.refused_by == R.END:
             end = await self.store.get(self.run_id, R.END)
             if end is None:  # pragma: no cover - the guard saw it in the same transaction

@@ -101,6 +101,11 @@ class DrivenAgent(AgentTools, Protocol):
     def max_concurrency(self) -> int: ...
 
     @property
+    def delegates(self) -> bool:
+        """Whether a tool of the agent is another agent: its calls are child runs."""
+        ...
+
+    @property
     def _retrying_model(self) -> RetryingModel: ...
 
     @property

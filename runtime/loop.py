@@ -11,17 +11,19 @@ import asyncio
 import hashlib
 import json
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
 import structlog
 
+import runtime.events.hub as events  # the module alone: the package's names sit above the loop
 from runtime import answers, faults, tracing
 from runtime import records as R
 from runtime.ahead import WriteAhead, replay
 from runtime.calls import Calls
 from runtime.drive import Cancelled, DrivenAgent, Outcome, RunEnded
+from runtime.driving import driving as current_drive
 from runtime.errors import (
     BudgetError,
     ConfigError,
@@ -57,6 +59,9 @@ class RunDrive(WriteAhead):
     """One process executing one run from its journal until it ends, pauses or halts. Its
     appends, and the records it writes ahead of them, are ``ahead.WriteAhead``'s."""
 
+    parent: Mapping[str, str] | None = None
+    """For a child run (``runtime.children``): its parent run and call, journaled at start."""
+
     def __init__(
         self,
         agent: DrivenAgent,
@@ -80,6 +85,7 @@ class RunDrive(WriteAhead):
                 f"without NUL: {run_id!r}"
             )
         self.agent = agent
+        self.journal = journal
         self.store = journal.store
         self.run_id = run_id
         self.state = RunState(run_id)
@@ -110,6 +116,8 @@ class RunDrive(WriteAhead):
     async def go(self, input: str | None, spec: str | None) -> RunResult[Any]:
         # Bound and reset by token, not by a context manager: fewer objects per drive.
         token = structlog.contextvars.bind_contextvars(run_id=self.run_id)["run_id"]
+        # An agent with child tools: they drive their child runs through this drive.
+        driving = current_drive.set(self) if self.agent.delegates else None
         try:
             span = tracing.drive(self.agent.name, self.run_id)
             if span is tracing.NO_SPAN:  # not traced: no context manager kept for the drive
@@ -120,6 +128,8 @@ class RunDrive(WriteAhead):
                 return result
         finally:
             structlog.contextvars.reset_contextvars(run_id=token)
+            if driving is not None:
+                current_drive.reset(driving)
 
     async def _drive(self, input: str | None, spec: str | None) -> RunResult[Any]:
         """The lease, the run opened, its steps; logged as the drive finishes or stops. One
@@ -248,6 +258,7 @@ class RunDrive(WriteAhead):
                     "tools": _tools_digest(self.agent.specs),
                     "key_scheme": KEY_SCHEME,
                     **({"session": self.session.to_json()} if self.session is not None else {}),
+                    **({"parent": dict(self.parent)} if self.parent is not None else {}),
                     **tracing.journaled_context(),
                 },
             )
@@ -380,7 +391,10 @@ class RunDrive(WriteAhead):
                 output = agent.output.spec
             else:
                 tools = (*tools, agent.output.spec.tool())
-        with tracing.chat(agent.model, n, agent.system_prompt, messages):
+        with (
+            tracing.chat(agent.model, n, agent.system_prompt, messages),
+            events.asking(self.store, self.run_id, n),
+        ):
             turn = await agent._retrying_model.complete(
                 agent.system_prompt, messages, tools, output=output
             )

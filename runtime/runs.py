@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from runtime import records as R
 from runtime.errors import FormatError
 from runtime.journal import Journal, RunRow
 from runtime.messages import Usage
@@ -69,6 +70,8 @@ class Row:
     """Whether a live owner drives the run now."""
     usage: Usage = field(default_factory=Usage)
     """What the run's recorded turns consumed."""
+    parent: str | None = None
+    """The run this one is a child of (``runtime.children``), if it is one."""
 
     @property
     def cursor(self) -> str:
@@ -91,6 +94,7 @@ class Row:
             "lease": self.lease.to_json() if self.lease is not None else None,
             "driven": self.driven,
             "usage": self.usage.to_json(),
+            "parent": self.parent,
         }
 
 
@@ -134,7 +138,19 @@ async def row_of(journal: Journal, r: RunRow) -> Row:
         lease=r.lease,
         driven=driving is not None,
         usage=usage,
+        parent=_parent(records) if isinstance(records, list) else None,
     )
+
+
+def _parent(records: list[Record]) -> str | None:
+    start = next((r for r in records if r.key == R.START), None)
+    link = (
+        start.payload.get("parent")
+        if start is not None and isinstance(start.payload, dict)
+        else None
+    )
+    parent = link.get("run_id") if isinstance(link, Mapping) else None
+    return parent if isinstance(parent, str) else None
 
 
 async def list_page(
@@ -146,15 +162,17 @@ async def list_page(
     limit: int = 50,
     before: str | None = None,
     tokens_over: int | None = None,
+    roots: bool = False,
 ) -> Page:
     """Runs newest first: at most ``limit`` after the cursor ``before``, and the next cursor.
 
     ``status`` keeps the runs whose records say so (``unreadable`` runs are kept under every
     filter: their status is unknown); ``unresolved`` keeps the runs with a call that may have
     acted and has no result, whatever their status; ``tokens_over`` the runs whose turns
-    consumed more tokens (input and output) than that.
+    consumed more tokens (input and output) than that; ``roots`` the runs that are no other
+    run's child (``runtime.children``).
     """
-    if status is None and not unresolved and tokens_over is None:
+    if status is None and not unresolved and tokens_over is None and not roots:
         page = await journal.list_runs(prefix=prefix, limit=limit, before=before)
         rows = [await row_of(journal, r) for r in page.runs if not _a_session(r)]
         return Page(tuple(rows), page.next_cursor)
@@ -162,7 +180,7 @@ async def list_page(
     listed: tuple[str | None, ...]
     if status in _ENDED:
         listed = (status,)
-    elif unresolved or status == UNREADABLE or status is None:  # None: by tokens_over
+    elif unresolved or roots or status == UNREADABLE or status is None:  # None: by tokens_over
         listed = (None,)
     else:
         listed = _OPEN
@@ -178,7 +196,9 @@ async def list_page(
                 if _a_session(r):
                     continue
                 row = await row_of(journal, r)
-                if _keeps(row, status=status, unresolved=unresolved, tokens_over=tokens_over):
+                if _keeps(
+                    row, status=status, unresolved=unresolved, tokens_over=tokens_over
+                ) and not (roots and row.parent is not None):
                     matches.append(row)
             cursor = page.next_cursor
             if cursor is None:

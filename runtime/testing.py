@@ -14,10 +14,12 @@ import inspect
 import json
 import logging
 import os
+import re
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from runtime.errors import ConfigError, StorageError
+from runtime.events.hub import delta
 from runtime.jsontext import unstorable
 from runtime.messages import AssistantTurn, Message, ToolCall, Usage
 from runtime.output import OutputSpec
@@ -42,6 +44,8 @@ class ScriptedModel:
     The answer is chosen by how many assistant turns the conversation already holds, never by an
     internal counter, so a run resumed in a fresh process gets the right turn. ``calls`` counts
     the requests this instance answered (to check that a resume asked for nothing recorded).
+    A turn's text is streamed word by word to whoever follows the run (``runtime.events.delta``),
+    as a real model's would be.
     """
 
     def __init__(self, turns: Sequence[Mapping[str, Any]]):
@@ -83,6 +87,9 @@ class ScriptedModel:
             )
         self.calls += 1
         turn = self.turns[index]
+        if turn.text:
+            for word in re.findall(r"\S+\s*", turn.text):
+                delta(word)
         if index not in self._outputs:
             return turn
         if output is None:

@@ -25,6 +25,7 @@ from adapters.models._wire import (
 )
 from runtime import OutputSpec
 from runtime.errors import ConfigError, ModelError, ProtocolError
+from runtime.events import delta as text_delta
 from runtime.messages import AssistantTurn, Message, ToolCall, ToolResultMessage, Usage, UserMessage
 from runtime.tools import ToolSpec
 from runtime.tracing import trace_headers
@@ -226,12 +227,14 @@ class _Draft:
                 block.id, block.name, block.input = start.id, start.name, start.input
             elif start.type == "text" and start.text:
                 block.text.append(start.text)
+                text_delta(start.text)
             self.blocks[event.index] = block
         elif event.type == "content_block_delta":
             block = self.blocks.setdefault(event.index, _Block(type="unknown"))
             delta = event.delta
             if delta.type == "text_delta":
                 block.text.append(delta.text)
+                text_delta(delta.text)  # to whoever follows the run, live only
             elif delta.type == "input_json_delta":
                 block.input_json.append(delta.partial_json)
         elif event.type == "message_delta":

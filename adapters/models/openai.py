@@ -30,6 +30,7 @@ from adapters.models._wire import (
 )
 from runtime import OutputSpec
 from runtime.errors import ConfigError, ModelError, ProtocolError
+from runtime.events import delta as text_delta
 from runtime.messages import AssistantTurn, Message, ToolCall, ToolResultMessage, Usage, UserMessage
 from runtime.tools import ToolSpec
 from runtime.tracing import trace_headers
@@ -259,6 +260,7 @@ class _Draft:
             if delta is not None:
                 if delta.content:
                     self.text.append(delta.content)
+                    text_delta(delta.content)  # to whoever follows the run, live only
                 if delta.refusal:
                     self.refusal.append(delta.refusal)
                 for piece in delta.tool_calls or ():

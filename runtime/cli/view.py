@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import functools
 import time
+from typing import Any
 
+from runtime.cli import follow
 from runtime.cli.base import EXIT_HALTED, EXIT_USAGE, Command, Failure, Invocation
 from runtime.errors import ConfigError, ProtocolError
 from runtime.ownership import is_alive
@@ -17,6 +19,7 @@ from runtime.stops import (
 )
 from runtime.terminal import printable
 from runtime.timeline import UNREADABLE, Unreadable, read, render, timeline
+from runtime.tree import Family, Kin, family
 
 __all__ = ["COMMANDS"]
 
@@ -47,6 +50,11 @@ def _list_arguments(parser: argparse.ArgumentParser) -> None:
         help="only runs whose model turns consumed more than N tokens (input and output)",
     )
     parser.add_argument(
+        "--roots",
+        action="store_true",
+        help="hide child runs (an agent's calls of another agent): only runs no run started",
+    )
+    parser.add_argument(
         "--limit", type=_positive, default=50, metavar="N", help="at most N runs (default 50)"
     )
     parser.add_argument("--json", action="store_true", help="print the runs as JSON on stdout")
@@ -72,6 +80,7 @@ async def _list(inv: Invocation) -> int:
             prefix=args.prefix,
             limit=args.limit,
             tokens_over=args.tokens_over,
+            roots=args.roots,
         )
     rows = page.rows
     code = EXIT_HALTED if args.fail_if_any and rows else 0
@@ -109,6 +118,7 @@ async def _list(inv: Invocation) -> int:
 def _show_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_id", metavar="RUN_ID")
     parser.add_argument("--json", action="store_true", help="print the timeline as JSON on stdout")
+    follow.arguments(parser)
 
 
 async def _show(inv: Invocation) -> int:
@@ -119,11 +129,14 @@ async def _show(inv: Invocation) -> int:
             f"{run_id!r} is the journal of session {name!r}, not a run: "
             f"`{inv.command('sessions', name)}` lists its runs"
         )
+    if inv.args.follow:
+        return await follow.show(inv)
     async with inv.journal(migrate=False) as journal:
         records = await records_of(journal, run_id)
         if records is None:
             raise ConfigError(f"no run {run_id!r} in {journal.path}", run_id=run_id)
         row = await journal.run_row(run_id)
+        kin = await family(journal, run_id)
     lease = row.lease if row is not None else None
     tell = functools.partial(
         timeline,
@@ -137,10 +150,12 @@ async def _show(inv: Invocation) -> int:
         message = printable(f"{told.reason}; the journal is damaged there")
         raise Failure(message, EXIT_USAGE) from ProtocolError(message, run_id=run_id)
     if inv.args.json:
-        inv.out_json(told.to_json())
+        inv.out_json({**told.to_json(), **_family_json(kin)})
         return 0
     for line in render(told):
         inv.out(line)
+    for line in _family_lines(kin):
+        inv.out(printable(line))
     for stop in told.halted:
         resolve = inv.resolve_command(run_id, stop.call_id, stop.attempt)
         inv.out(
@@ -156,6 +171,30 @@ async def _show(inv: Invocation) -> int:
     ):
         inv.out(printable(f"  resume it: {inv.command('resume', run_id)}"))
     return 0
+
+
+def _family_json(kin: Family) -> dict[str, Any]:
+    def one(k: Kin) -> dict[str, str]:
+        return {"run_id": k.run_id, "call_id": k.call_id, "status": k.status}
+
+    return {
+        "parent": one(kin.parent) if kin.parent is not None else None,
+        "children": [one(k) for k in kin.children],
+    }
+
+
+def _family_lines(kin: Family) -> list[str]:
+    """The run's parent and children (``runtime.children``), if it has any."""
+    lines = []
+    if kin.parent is not None:
+        p = kin.parent
+        lines.append(f"  child of {p.run_id} (its call {p.call_id}), which is {p.status}")
+    if kin.children:
+        lines.append("  children:")
+        lines += [f"    {k.run_id}  {k.status}  (call {k.call_id})" for k in kin.children]
+        if kin.more:
+            lines.append("    (more not shown)")
+    return lines
 
 
 COMMANDS = (
@@ -184,9 +223,14 @@ COMMANDS = (
             "Print RUN_ID's timeline from its journal, record by record: model turns, each tool\n"
             "call with the Safety it runs under, attempt markers, results, halts, resolutions\n"
             "(who, with what evidence), cancel and end; then where the run stands. A run with a\n"
-            "record that cannot be read: one line naming the record, exit 2."
+            "record that cannot be read: one line naming the record, exit 2. With --follow, print\n"
+            "the run's events one line each (--json: one JSON object each) as they are journaled,\n"
+            "from any process, until the run ends; --after CURSOR resumes after an event."
         ),
-        example="  {prog} show inv-7\n  {prog} show inv-7 --json",
+        example=(
+            "  {prog} show inv-7\n  {prog} show inv-7 --json\n  {prog} show --follow inv-7\n"
+            "  {prog} show --follow inv-7 --after 41 --json"
+        ),
         arguments=_show_arguments,
         handler=_show,
     ),

@@ -31,6 +31,7 @@ from runtime.console.pages import (
     sessions_page,
 )
 from runtime.console.status import STATUSES
+from runtime.console.stream import events_response
 from runtime.errors import ConfigError, ConflictError, RunBusy
 from runtime.journal import Journal
 from runtime.logs import get_logger
@@ -39,6 +40,7 @@ from runtime.runs import Row, list_page, list_sessions, session_runs
 from runtime.sessions import journal_id
 from runtime.store.checks import check_run_id
 from runtime.timeline import timeline
+from runtime.tree import family
 
 __all__ = ["CONTENT_SECURITY_POLICY", "Console"]
 
@@ -108,6 +110,7 @@ class Console:
                 Route("/", self._runs, methods=["GET"]),
                 Route("/run", self._run, methods=["GET"]),
                 Route("/sessions", self._sessions, methods=["GET"]),
+                Route("/events", self._events, methods=["GET"]),
                 Route("/confirm", self._confirm, methods=["POST"]),
                 Route("/act", self._act, methods=["POST"]),
                 Route("/static/{name}", self._static, methods=["GET"]),
@@ -259,6 +262,12 @@ class Console:
         said = request.query_params.get("said") or None
         return await self._run_response(request, run_id, message=said)
 
+    async def _events(self, request: Request) -> Response:
+        run_id = request.query_params.get("id", "")
+        if (refused := _refused(run_id)) is not None:
+            return refused
+        return await events_response(request, await self.journal())
+
     async def _run_response(
         self,
         request: Request,
@@ -288,6 +297,7 @@ class Console:
             operator=self._who(request),
             message=message,
             error=error,
+            family=await family(journal, run_id),
         )
         return _html(body, code)
 

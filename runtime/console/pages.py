@@ -17,6 +17,7 @@ from runtime.messages import AssistantTurn
 from runtime.runs import Page, Row
 from runtime.telling import Event
 from runtime.timeline import Timeline
+from runtime.tree import Family, Kin
 
 __all__ = [
     "durations",
@@ -130,6 +131,7 @@ def run_page(
     operator: str | None,
     message: str | None = None,
     error: str | None = None,
+    family: Family | None = None,
 ) -> Html:
     facts = [
         Html("<dt>status</dt><dd id=run-status>{b}</dd>").format(b=badge(tl.status)),
@@ -192,12 +194,46 @@ def run_page(
     body = Html(
         "<p><a href='./'>&larr; runs</a></p><h1>run <code id=run-id>{rid}</code></h1>{notes}"
         "<dl class=facts>{facts}</dl>"
-        "<section class=actions>{stops}</section>"
-        "<h2>timeline</h2><section id=live-region data-refresh>"
+        "<section class=actions>{stops}</section>{tree}"
+        "<h2>timeline</h2><section id=live-region data-refresh data-events='{events_href}'>"
         "<table id=timeline><thead><tr><th>at</th><th>record</th><th>what</th></tr></thead>"
         "<tbody>{events}</tbody></table></section>"
-    ).format(rid=tl.run_id, notes=join(notes), facts=join(facts), stops=join(stops), events=events)
+    ).format(
+        rid=tl.run_id,
+        notes=join(notes),
+        facts=join(facts),
+        stops=join(stops),
+        events=events,
+        tree=_tree(family),
+        # Only what comes after the records this page shows.
+        events_href="events?"
+        + urlencode({"id": tl.run_id, "after": max((e.seq for e in tl.events), default=0)}),
+    )
     return page(f"bide: run {tl.run_id}", body)
+
+
+def _tree(family: Family | None) -> Html:
+    """The run's parent and children (``runtime.children``), each linked, with its status."""
+    if family is None or (family.parent is None and not family.children):
+        return Html("")
+
+    def kin(k: Kin) -> Html:
+        return Html(
+            "<li data-run-id='{rid}'><a href='{href}'><code>{rid}</code></a> {badge} "
+            "(call <code>{call}</code>)</li>"
+        ).format(rid=k.run_id, href=run_href(k.run_id), badge=badge(k.status), call=k.call_id)
+
+    parts = []
+    if family.parent is not None:
+        parts.append(Html("<h2>parent</h2><ul id=parent>{p}</ul>").format(p=kin(family.parent)))
+    if family.children:
+        more = Html("<li>(more not shown)</li>") if family.more else Html("")
+        parts.append(
+            Html("<h2>children</h2><ul id=children>{c}{more}</ul>").format(
+                c=join(kin(k) for k in family.children), more=more
+            )
+        )
+    return join(parts)
 
 
 def _text(value: Any) -> str:

@@ -4,9 +4,12 @@ also offers (resolve, approve, answer, cancel) are ``verbs.OperatorVerbs``."""
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator
 from typing import Self
 
 from runtime.errors import ConfigError
+from runtime.events.hub import IDLE
+from runtime.events.types import Event
 from runtime.holding import Renewer
 from runtime.journal.verbs import OperatorVerbs
 from runtime.logs import get_logger
@@ -127,6 +130,16 @@ class Journal(OperatorVerbs):
         if not await self.store.check_run(run_id):
             return None
         return RunState.fold(run_id, await self.store.load(run_id))
+
+    def events(
+        self, run_id: str, *, after: int | str = 0, live: bool = True, idle: float | None = IDLE
+    ) -> AsyncIterator[Event]:
+        """The run's events after cursor ``after``, from the journal, then (``live``) as they
+        are committed, by any process, until its end or ``idle`` seconds without one
+        (``runtime.events.live``)."""
+        from runtime.events.live import follow  # it imports the store, which imports this
+
+        return follow(self.store, run_id, after=after, live=live, idle=idle)
 
     async def lease(self, run_id: str) -> Lease | None:
         """The run's lease: who drives it (``live`` and ``is_alive`` say if they still do)."""

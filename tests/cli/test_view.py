@@ -38,6 +38,7 @@ ROW_KEYS = {
     "lease",
     "driven",
     "usage",
+    "parent",
 }
 SHOW_KEYS = {
     "run_id",
@@ -59,6 +60,8 @@ SHOW_KEYS = {
     "lease",
     "driven",
     "session",
+    "parent",
+    "children",
 }
 
 

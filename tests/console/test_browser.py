@@ -26,6 +26,7 @@ from tests.console.conftest import (
     chromium,
     cli,
     records,
+    serve,
 )
 
 CHROMIUM = chromium()
@@ -300,3 +301,41 @@ def test_decisions_signed_offline_are_uploaded_or_pasted_and_open_the_gate(
     confirm(page, ".signed")
     assert "gate approved, 2 of 2" in page.inner_text("#message")
     assert cli("--db", db, "resume", SIGNED) == 0
+
+
+def test_the_run_page_follows_the_run_s_event_stream_instead_of_polling(
+    browser: Any, tmp_path: Path
+) -> None:
+    """A halted run's page, open in the browser: it asks for its page again only when the
+    stream brings an event (not every 3 s), and shows the resolution and the run's end that
+    another process journals, without a reload."""
+    db = tmp_path / "bide.db"
+    assert cli("--db", str(db), "run", "--run-id", "live-1", "--agent", RUNS["halt-web"], "go") == 4
+    with serve(db, BIDE_CONSOLE_TOKEN=TOKEN) as site:
+        context = browser.new_context()
+        context.set_default_timeout(WAIT_MS)
+        p = context.new_page()
+        errors: list[str] = []
+        p.on("pageerror", lambda exc: errors.append(str(exc)))
+        fetched: list[str] = []
+        p.on("request", lambda r: fetched.append(r.url) if "run?id=live-1" in r.url else None)
+        try:
+            p.goto(site.url + "?token=" + TOKEN)
+            p.goto(f"{site.url}run?id=live-1")
+            p.wait_for_selector("body[data-following]")
+            assert p.locator("tr.event-end").count() == 0
+            loaded = len(fetched)
+            p.wait_for_timeout(3500)  # longer than the old polling period
+            assert len(fetched) == loaded, "the page polled with no event to show"
+            said = cli("--db", str(db), "resolve", "live-1", "c1", "--succeeded", '{"id": "ch_9"}')
+            assert said == 0
+            p.wait_for_selector("tr.event-result")
+            assert "ch_9" in p.inner_text("#timeline")
+            assert cli("--db", str(db), "resume", "live-1") == 0
+            p.wait_for_selector("tr.event-end")
+            assert "completed" in p.inner_text("#timeline")
+            cursor = p.get_attribute("body", "data-last-event")
+            assert cursor is not None and int(cursor.partition(".")[0]) > 0
+        finally:
+            context.close()
+    assert errors == []

@@ -20,7 +20,7 @@ from runtime.store import schema
 from runtime.store.decide import LeaseRow, Row, decide, wanted
 from runtime.store.ops import DataOp, LeaseOp, Op
 from runtime.store.postgres import leases as L
-from runtime.store.postgres.connect import NOW_MS, READY_CHANNEL, WRITE_LOCK
+from runtime.store.postgres.connect import NOW_MS, READY_CHANNEL, RECORDS_CHANNEL, WRITE_LOCK
 
 if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal opens
     from sqlalchemy.ext.asyncio import AsyncConnection
@@ -71,8 +71,11 @@ WRITE = sa.text(
     f"CAST(:u_details AS text[])) AS v(run_id, m, status, agent, turns, detail) "
     f"WHERE u.run_id = v.run_id RETURNING 1) "
     f"SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM created), "
-    f"(SELECT count(*) FROM updated)"
+    f"(SELECT count(*) FROM updated), (SELECT count(pg_notify('{RECORDS_CHANNEL}', w.r)) "
+    f"FROM (SELECT DISTINCT unnest(CAST(:r_runs AS text[]))) AS w(r))"
 )
+"""The batch's writes, and a notification per run it inserted records of (to its followers),
+delivered when (and only if) the batch commits: no round trip of its own."""
 
 
 def _values(op: LeaseOp) -> dict[str, Any]:

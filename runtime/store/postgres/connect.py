@@ -21,6 +21,7 @@ __all__ = [
     "MIGRATE_LOCK",
     "NOW_MS",
     "READY_CHANNEL",
+    "RECORDS_CHANNEL",
     "WRITE_LOCK",
     "asyncpg_args",
     "connection_lost",
@@ -47,6 +48,11 @@ READY_CHANNEL = "bide_ready"
 """The channel a write that makes a run ready to drive ``NOTIFY``s, in its own transaction (so a
 notification means committed), with the run's id as payload: workers ``LISTEN`` on it."""
 
+RECORDS_CHANNEL = "bide_records"
+"""The channel every write that inserts records ``NOTIFY``s, once per run, in its own transaction
+(so a notification means committed), with the run's id as payload: followers of a run's events
+``LISTEN`` on it (``runtime.events``)."""
+
 
 NOW_MS = "CAST(extract(epoch FROM clock_timestamp()) * 1000 AS bigint)"
 """The database's clock in epoch milliseconds: leases and records are timed by the server, so
@@ -58,7 +64,7 @@ def postgres_url(url: str | os.PathLike[str]) -> sa.URL:
 
     Several servers may be named, as libpq names them (``postgresql://h1:p1,h2:p2/db``, with
     ``?target_session_attrs=read-write`` to reach whichever is the primary): see
-    ``runtime.journal.postgres.hosts``."""
+    ``runtime.store.postgres.hosts``."""
     text = os.fspath(url)
     if text.lower().startswith("postgres://"):
         text = "postgresql://" + text[len("postgres://") :]

@@ -38,9 +38,12 @@ CHECK_EVERY = 15.0
 broke without a word (a network gone quiet) is noticed, and replaced."""
 
 
-async def wakeups(url: sa.URL, where: str) -> AsyncIterator[str | None]:
-    """The ids of runs made ready, as the server notifies them; ``None`` each time the listener
-    (re)connects, since what was notified while it was away is lost: look for ready runs then.
+async def wakeups(
+    url: sa.URL, where: str, channel: str = READY_CHANNEL
+) -> AsyncIterator[str | None]:
+    """The ids of runs made ready (or, on ``RECORDS_CHANNEL``, that had records committed), as
+    the server notifies them; ``None`` each time the listener (re)connects, since what was
+    notified while it was away is lost: look for ready runs then.
 
     Never ends and never raises but for cancellation: each failure is logged (``where`` names
     the server, without its password) and the connection is made again after a backoff.
@@ -68,11 +71,11 @@ async def wakeups(url: sa.URL, where: str) -> AsyncIterator[str | None]:
                 server_settings={"application_name": APPLICATION_NAME},
             )
             conn.add_termination_listener(terminated)
-            await asyncio.wait_for(conn.add_listener(READY_CHANNEL, notified), CONNECT_TIMEOUT)
+            await asyncio.wait_for(conn.add_listener(channel, notified), CONNECT_TIMEOUT)
             if failures:
                 log.info("journal_listen_restored", path=where, after=failures)
             else:
-                log.info("journal_listening", path=where, channel=READY_CHANNEL)
+                log.info("journal_listening", path=where, channel=channel)
             failures = 0
             yield None
             while True:

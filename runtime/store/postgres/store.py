@@ -27,6 +27,7 @@ from runtime.store.ops import LeaseOp, Op
 from runtime.store.postgres import leases as L
 from runtime.store.postgres.connect import (
     NOW_MS,
+    RECORDS_CHANNEL,
     connection_lost,
     display,
     make_engine,
@@ -140,6 +141,12 @@ class PostgresStore(StoreFront):
         while it was away is lost. A lost connection is logged and retried with backoff; the
         iterator ends only when its consumer stops (``Wakeups``)."""
         return wakeups(self._engine.url, self.path)
+
+    def record_wakeups(self) -> AsyncIterator[str | None]:
+        """The ids of runs that had records committed, by any process on this database, as
+        ``wakeups`` tells ready runs (``None`` on each (re)connection): how followers of a
+        run's events hear of its commits (``runtime.events``)."""
+        return wakeups(self._engine.url, self.path, RECORDS_CHANNEL)
 
     # --- writes ----------------------------------------------------------------------------
 
