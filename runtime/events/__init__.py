@@ -12,6 +12,7 @@ if typing.TYPE_CHECKING:
     from runtime.events.hub import delta
     from runtime.events.live import follow
     from runtime.events.stream import RunStream, stream
+    from runtime.events.told import from_record
     from runtime.events.types import (
         AnswerGiven,
         AttemptMarked,
@@ -33,7 +34,6 @@ if typing.TYPE_CHECKING:
         TurnRecorded,
         TurnStarted,
         Waiting,
-        from_record,
     )
 
 __all__ = [
@@ -64,7 +64,13 @@ __all__ = [
     "stream",
 ]
 
-_WHERE = {"RunStream": "stream", "follow": "live", "stream": "stream", "delta": "hub"}
+_WHERE = {
+    "RunStream": "stream",
+    "follow": "live",
+    "stream": "stream",
+    "delta": "hub",
+    "from_record": "told",
+}
 
 
 def __getattr__(name: str) -> object:

@@ -18,10 +18,10 @@ from typing import Any
 from runtime import records as R
 from runtime.errors import ConfigError
 from runtime.events.hub import IDLE, Follower, hub_of
+from runtime.events.told import from_record
 from runtime.events.types import (
     Cursor,
     Event,
-    from_record,
 )
 from runtime.result import RunResult
 from runtime.store.checks import check_run_id
