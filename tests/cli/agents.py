@@ -7,8 +7,6 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-import pydantic
-
 from runtime import (
     Agent,
     ApprovalPolicy,
@@ -238,18 +236,6 @@ async def mcp_hangs_up() -> AsyncIterator[Agent]:
     ]
     async with connect(server) as session:
         yield Agent(model=ScriptedModel(script), tools=await tools(session), name="mcp")
-
-
-class Quote(pydantic.BaseModel):
-    customer: str
-    cents: int
-
-
-typed = Agent(
-    model=ScriptedModel([{"output": {"customer": "ann", "cents": 1200}}]),
-    output_type=Quote,
-    name="typed",
-)
 
 
 spender = Agent(

@@ -276,10 +276,17 @@ def test_resume_with_an_agent_of_another_name_says_so(cli: Cli, db_path: Path) -
 
 def test_a_typed_output_is_json_in_run_show_and_resume(cli: Cli, db_path: Path) -> None:
     db = ("--db", str(db_path))
-    done = cli("run", *db, "--agent", "tests.cli.agents:typed", "--run-id", "t", "quote ann")
+    done = cli("run", *db, "--agent", "tests.cli.typed_agents:typed", "--run-id", "t", "quote ann")
     assert (done.code, json.loads(done.out)) == (0, {"customer": "ann", "cents": 1200})
     answer = cli(
-        "run", *db, "--agent", "tests.cli.agents:typed", "--run-id", "t", "--json", "quote ann"
+        "run",
+        *db,
+        "--agent",
+        "tests.cli.typed_agents:typed",
+        "--run-id",
+        "t",
+        "--json",
+        "quote ann",
     )
     assert answer.json()["output"] == {"customer": "ann", "cents": 1200}
     shown = cli("show", *db, "t", "--json").json()

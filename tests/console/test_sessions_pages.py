@@ -15,7 +15,7 @@ def test_sessions_their_runs_and_what_a_run_page_says(db_path: Path) -> None:
     chatty = ("--agent", "tests.cli.agents:chatty", "--session", "t-1")
     assert cli(*db, "run", *chatty, "--run-id", "m1", "who is ann?") == 0
     assert cli(*db, "run", *chatty, "--run-id", "m2", "and bob?") == 0
-    assert cli(*db, "run", "--agent", "tests.cli.agents:typed", "--run-id", "q", "quote") == 0
+    assert cli(*db, "run", "--agent", "tests.cli.typed_agents:typed", "--run-id", "q", "quote") == 0
     assert cli(*db, "run", "--agent", "tests.cli.agents:spender", "--run-id", "d", "go") == 0
     with TestClient(Console(db_path, token=TOKEN)) as c:
         assert c.get("/?token=" + TOKEN).status_code == 200
