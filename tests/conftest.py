@@ -68,7 +68,6 @@ BOTH_BACKENDS = frozenset(
         "tests/runtime/test_sessions.py",
         "tests/runtime/test_events.py",
         "tests/runtime/test_children.py",
-        "tests/runtime/test_children_crash.py",
         "tests/journal/test_fuzz.py",
     }
 )
