@@ -14,6 +14,7 @@ from runtime import tracing
 from runtime.ahead import WriteAhead
 from runtime.drive import DrivenAgent
 from runtime.errors import ConfigError
+from runtime.limits import Outer
 from runtime.logs import get_logger
 from runtime.messages import Message
 from runtime.redact import clean
@@ -35,6 +36,9 @@ class RunBounds(WriteAhead):
     prefix: Sequence[Message]
     parent: Mapping[str, str] | None = None
     """For a child run (``runtime.children``): its parent run and call, journaled at start."""
+    outer: tuple[Outer, ...] = ()
+    """For a child run: the usage limits of the runs above it, with what the rest of their
+    trees spent (``runtime.limits``)."""
 
     # --- opening ---------------------------------------------------------------------------
 

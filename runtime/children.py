@@ -19,9 +19,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from runtime.driving import driving
 from runtime.errors import ConfigError, RunBusy, ToolError, ToolOutcomeUnknown
+from runtime.limits import Outer, spent
 from runtime.logs import get_logger
 from runtime.result import RunResult, RunStatus
 from runtime.tools import Safety, ToolContext, ToolSpec
+from runtime.tree import spent_below
 
 if TYPE_CHECKING:
     from runtime.loop import RunDrive
@@ -134,6 +136,7 @@ class ChildTool:
         # as_tool is the only maker of a ChildTool: its agent is a runtime.agent.Agent.
         drive = RunDrive(self.agent, parent.journal, child, wait=CHILD_WAIT)  # type: ignore[arg-type]
         drive.parent = {"run_id": parent.run_id, "call_id": context.call_id}
+        drive.outer = await _outer(parent, child)
         log.info("child_started", child_run=child, call_id=context.call_id)
         try:
             result = await drive.go(input, None)
@@ -166,6 +169,19 @@ class ChildTool:
             f"child run {child} is still {status.value} ({why[0]}); an answer to its parent "
             "does not settle it"
         )
+
+
+async def _outer(parent: RunDrive, child: str) -> tuple[Outer, ...]:
+    """The limits above ``child``: its parent's, with what the parent's tree spent outside
+    this child (the parent's records, its other children's), and the parent's own ``outer``,
+    each with that added."""
+    limits = parent.agent.usage_limits
+    if limits is None and not parent.outer:
+        return ()
+    used = spent(parent.state, output_calls=parent.agent.output is not None)
+    used = used + await spent_below(parent.journal, parent.state, leave=child)
+    above = tuple(Outer(o.run_id, o.limits, o.outside + used) for o in parent.outer)
+    return above if limits is None else (*above, Outer(parent.run_id, limits, used))
 
 
 def _why(result: RunResult[Any]) -> tuple[str, str]:

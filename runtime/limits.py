@@ -5,7 +5,10 @@
 calls of a turn run, and counts what the run's records say it spent: its recorded turns (each
 answer retried for validation is one) and their usage, and the calls those turns asked for (a
 call attempted again after a "not executed" resolution counts again). A resumed drive thus
-continues the count of the drives before it. Going over a limit ends the run ``failed`` with a
+continues the count of the drives before it. A run's child runs (``Agent.as_tool``) count toward
+its limits as well, read from their own records: a parent checks what its tree spent, and a
+child checks its parent's limits (and theirs, up the tree) with what the rest of the tree had
+spent when it started. Going over a limit ends the run ``failed`` with a
 cause naming the limit and the figures; a call already attempted is never abandoned silently:
 it is recorded, or halts, first (``runtime.loop``).
 """
@@ -20,7 +23,7 @@ from runtime.messages import Usage
 from runtime.output import OUTPUT_TOOL
 from runtime.state import CallState, RunState
 
-__all__ = ["Spent", "UsageLimits", "spent"]
+__all__ = ["NOTHING", "Outer", "Spent", "UsageLimits", "spent"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +33,16 @@ class Spent:
     requests: int
     usage: Usage
     tool_calls: int
+
+    def __add__(self, other: Spent) -> Spent:
+        return Spent(
+            self.requests + other.requests,
+            self.usage + other.usage,
+            self.tool_calls + other.tool_calls,
+        )
+
+
+NOTHING = Spent(0, Usage(), 0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -72,6 +85,10 @@ class UsageLimits:
             )
         return self._tokens(spent)
 
+    def check(self, spent: Spent, *, before_calls: bool) -> str | None:
+        """``before_calls`` or ``before_request``."""
+        return self.before_calls(spent) if before_calls else self.before_request(spent)
+
     def before_calls(self, spent: Spent) -> str | None:
         """Why running the calls of the last turn (counted in ``spent``) would go over a
         limit, or ``None``."""
@@ -95,6 +112,17 @@ class UsageLimits:
         if self.cost is not None and usage.cost is not None and usage.cost > self.cost:
             return f"usage limit cost={self.cost} exceeded: {usage.cost:g} spent"
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class Outer:
+    """The limits of a run above a child run (its parent, or further up), and what that run's
+    tree spent outside this child when the child's drive started: the child's own spending is
+    added to it before each of its model requests and calls (``runtime.children``)."""
+
+    run_id: str
+    limits: UsageLimits
+    outside: Spent
 
 
 def spent(state: RunState, *, output_calls: bool) -> Spent:

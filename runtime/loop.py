@@ -45,6 +45,7 @@ from runtime.summaries import summarized
 from runtime.tools import (
     KEY_SCHEME,
 )
+from runtime.tree import spent_below
 from runtime.turns import Conversation, check_turn, plan_of
 
 __all__ = ["RunDrive", "replay"]
@@ -189,7 +190,7 @@ class RunDrive(RunBounds):
                 if not pending:
                     continue
             if pending:
-                over = self._over_limit(before_calls=True)
+                over = await self._over_limit(before_calls=True)
                 if over is not None:
                     return await self._stop_over_limit(over, pending)
                 stopped = await self._run_calls(pending)
@@ -221,7 +222,7 @@ class RunDrive(RunBounds):
             )
             await self._stop("max_turns", str(error), "raise max_turns in the agent, then resume")
             raise error
-        over = self._over_limit(before_calls=False)
+        over = await self._over_limit(before_calls=False)
         if over is not None:
             return await self._stop_over_limit(over, ())
         try:
@@ -265,14 +266,24 @@ class RunDrive(RunBounds):
         )
         return None
 
-    def _over_limit(self, *, before_calls: bool) -> str | None:
+    async def _over_limit(self, *, before_calls: bool) -> str | None:
         """Why the next model request, or running the last turn's calls, would go over the
-        agent's usage limits (``runtime.limits``), counted from the run's records."""
+        agent's usage limits (``runtime.limits``), or those of a run above this child run,
+        counted from the records of the run and of its child runs."""
         limits = self.agent.usage_limits
-        if limits is None:
+        if limits is None and not self.outer:
             return None
         used = spent(self.state, output_calls=self.agent.output is not None)
-        return limits.before_calls(used) if before_calls else limits.before_request(used)
+        used = used + await spent_below(self.journal, self.state)
+        if limits is not None:
+            why = limits.check(used, before_calls=before_calls)
+            if why is not None:
+                return why
+        for above in self.outer:
+            why = above.limits.check(above.outside + used, before_calls=before_calls)
+            if why is not None:
+                return f"{why} (the limit of {above.run_id}, counted over its child runs)"
+        return None
 
     async def _stop_over_limit(self, over: str, pending: Sequence[CallState]) -> RunResult[Any]:
         """End the run failed, over a limit; a call already attempted is run to its outcome

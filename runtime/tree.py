@@ -1,5 +1,6 @@
 """A run's place in a tree of runs (``runtime.children``): its parent, and its children with
-their status, read from the journal. Read only."""
+their status, read from the journal; and what a run's child runs spent (``runtime.limits``).
+Read only."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from dataclasses import dataclass
 from runtime import records as R
 from runtime.errors import BideError
 from runtime.journal.journal import Journal
+from runtime.limits import NOTHING, Spent, spent
+from runtime.state import RunState
 
-__all__ = ["Family", "Kin", "family"]
+__all__ = ["Family", "Kin", "child_runs", "family", "spent_below"]
 
 CHILDREN_LIMIT = 200
 """Children listed at most (the rest are counted as not shown)."""
@@ -70,3 +73,31 @@ async def _status(journal: Journal, run_id: str) -> str:
         return await journal.status(run_id) or "missing"
     except BideError:
         return "unreadable"
+
+
+def child_runs(state: RunState) -> list[str]:
+    """The child runs the run's calls drove, by the handles its calls journaled (each
+    journaled before its child started: ``ChildTool.call``)."""
+    found: set[str] = set()
+    for cs in state.calls.values():
+        for steps in cs.handles.values():
+            for record in steps.values():
+                value = record.payload.get("handle") if isinstance(record.payload, dict) else None
+                if isinstance(value, Mapping) and isinstance(value.get("child_run"), str):
+                    found.add(value["child_run"])
+    return sorted(found)
+
+
+async def spent_below(journal: Journal, state: RunState, *, leave: str | None = None) -> Spent:
+    """What the run's child runs spent, and theirs, down the tree, read from their records
+    (``leave``: that child is not counted). A child run whose output went through the output
+    tool does not count those calls, as its own limits do not (``runtime.limits``)."""
+    total = NOTHING
+    for child in child_runs(state):
+        if child == leave:
+            continue
+        below = await journal.state(child)
+        if below is not None:
+            total = total + spent(below, output_calls=True)
+            total = total + await spent_below(journal, below)
+    return total

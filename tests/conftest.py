@@ -68,7 +68,7 @@ BOTH_BACKENDS = frozenset(
         "tests/runtime/test_sessions.py",
         "tests/runtime/test_events.py",
         "tests/runtime/test_children.py",
-        "tests/runtime/test_children_crash.py",
+        "tests/runtime/test_children_limits.py",
         "tests/journal/test_fuzz.py",
     }
 )

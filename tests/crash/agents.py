@@ -5,14 +5,15 @@ write every real execution to the ledger (``tests/crash/ledger.py``): natively, 
 process, or over MCP stdio, where the server process writes the ledger and may outlive the agent.
 
 Names: ``read_only``, ``idempotent``, ``side_effect`` (every call of that Safety) and ``mixed``
-(all three, with concurrent calls), each also as ``mcp_<name>``. Environment of the child:
-``CRASH_LEDGER`` (the ledger file), ``CRASH_SETTLE`` (set: the charge declares a reconciler that
-finds it in the ledger by its idempotency key, with that settle time), ``CRASH_JITTER_MS`` and
-``CRASH_JITTER_SEED`` (tools sleep a seeded random time, up to that many ms, before and after
-their effect), ``CRASH_SLOW_CALL``
-(``c3:400``: that call sleeps 400 ms before its effect), ``CRASH_SERVER_LOCK`` (held by MCP servers
-while they live, so a test can wait for the last one to finish), ``CRASH_HISTORY_EVERY`` (a drive
-keeps a history chunk every that many turns: ``runtime.history``).
+(all three, with concurrent calls), each also as ``mcp_<name>``; ``typed`` (a typed answer) and
+``tree`` (a parent whose one tool is a child agent that charges: ``runtime.children``).
+Environment of the child: ``CRASH_LEDGER`` (the ledger file), ``CRASH_SETTLE`` (set: the charge
+declares a reconciler that finds it in the ledger by its idempotency key, with that settle time),
+``CRASH_JITTER_MS`` and ``CRASH_JITTER_SEED`` (tools sleep a seeded random time, up to that many
+ms, before and after their effect), ``CRASH_SLOW_CALL`` (``c3:400``: that call sleeps 400 ms
+before its effect), ``CRASH_SERVER_LOCK`` (held by MCP servers while they live, so a test can
+wait for the last one to finish), ``CRASH_HISTORY_EVERY`` (a drive keeps a history chunk every
+that many turns: ``runtime.history``).
 """
 
 from __future__ import annotations
@@ -97,6 +98,24 @@ SCRIPTS["typed"] = [
 ]
 
 
+# A parent whose one tool is a child agent (``Agent.as_tool``) that charges: the parent's call
+# ``c1`` drives the child run ``r/c1`` (``runtime.children``), whose charge ``k1`` is the side
+# effect. The child's input names its run, so its model requests are ledgered by run as well:
+# the tree script is driven as run ``r`` (the crash harness's single run).
+TREE_RUN, TREE_CALL, TREE_CHILD = "r", "c1", "r/c1"
+CHILD_TOOL = "biller"
+CHILD_FINAL = "charged"
+SCRIPTS["tree"] = [
+    {
+        "tool_calls": [
+            {"id": TREE_CALL, "name": CHILD_TOOL, "arguments": {"input": f"run {TREE_CHILD}"}}
+        ]
+    },
+    {"text": FINAL},
+]
+SCRIPTS["tree_child"] = [{"tool_calls": [_call("k1", "charge", 1)]}, {"text": CHILD_FINAL}]
+
+
 class Invoice(pydantic.BaseModel):
     customer: str
     cents: int
@@ -104,7 +123,7 @@ class Invoice(pydantic.BaseModel):
 
 def final_of(script: str) -> Any:
     """What a completed run of ``script`` answers, as its end record holds it."""
-    return TYPED_FINAL if script == "typed" else FINAL
+    return {"typed": TYPED_FINAL, "tree_child": CHILD_FINAL}.get(script, FINAL)
 
 
 def run_input(run_id: str) -> str:
@@ -268,6 +287,9 @@ def _chunks_from_env() -> None:
 def native(script: str, settings: Settings | None = None) -> Agent:
     settings = settings or Settings.from_env()
     ledger = Ledger(settings.ledger)
+    if script == "tree":
+        child = build("tree_child", native_tools(ledger, settings), ledger)
+        return build(script, [child.as_tool(name=CHILD_TOOL)], ledger)
     return build(script, native_tools(ledger, settings), ledger)
 
 
@@ -340,6 +362,7 @@ idempotent = _native_spec("idempotent")
 side_effect = _native_spec("side_effect")
 mixed = _native_spec("mixed")
 typed = _native_spec("typed")
+tree = _native_spec("tree")
 mcp_read_only = _mcp_spec("read_only")
 mcp_idempotent = _mcp_spec("idempotent")
 mcp_side_effect = _mcp_spec("side_effect")

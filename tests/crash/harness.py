@@ -125,6 +125,17 @@ class Schedule:
     def run_ids(self) -> list[str]:
         return ["r"] if self.runs == 1 else [f"r{i}" for i in range(self.runs)]
 
+    @property
+    def tree(self) -> bool:
+        """The run is a parent whose call drives a child run (``agents.TREE_CHILD``): the
+        child's records, halts and charge are checked as the parent's are."""
+        return self.script == "tree"
+
+    @property
+    def every_run(self) -> list[str]:
+        """The schedule's runs and, for a tree, its child run."""
+        return [*self.run_ids, agents.TREE_CHILD] if self.tree else self.run_ids
+
     def under(self, mutant: str) -> Schedule:
         return dataclasses.replace(self, mutant=mutant)
 
@@ -353,7 +364,9 @@ class _Attempt:
             return
         if not await self._check_exits(first) or o.violations:
             return
-        if s.crash is not None and s.runs == 1:
+        if s.crash is not None and s.runs == 1 and not s.tree:
+            # (A tree's hits count over both runs in one process: the stale-schedule check
+            # above says each one fired, and the checks after completion what it left.)
             await self._check_site(s.crash)
         self.halted_rounds += any(st == "halted" for st in (await self._statuses()).values())
         for _ in range(MAX_DRIVES):
@@ -555,7 +568,8 @@ class _Attempt:
             if refused:
                 self.outcome.refused += 1
                 continue
-            if child.code not in (0, 4):
+            # A tree's parent waits (exit 3) on a child that halted.
+            if child.code not in ((0, 3, 4) if self.s.tree else (0, 4)):
                 self.outcome.violate(f"{child.label} exited {child.code}: {child.last_error()}")
                 ok = False
                 continue
@@ -581,6 +595,9 @@ class _Attempt:
             self.outcome.violate(f"{child.label} printed no JSON result: {child.out[:200]!r}")
             return
         state = await self._state(self.s.run_ids[0])
+        if child.code == 3:
+            await self._check_waiting_parent(child, answer, state)
+            return
         if child.code == 4:
             named = sorted(h["call_id"] for h in answer.get("halts", []))
             halted = sorted(c.call.id for c in state.halted_calls())
@@ -600,6 +617,25 @@ class _Attempt:
             self.outcome.violate(
                 f"{child.label} exited {child.code} with status {answer.get('status')}; the "
                 f"journal says {state.status()}"
+            )
+
+    async def _check_waiting_parent(
+        self, child: Child, answer: dict[str, Any], state: RunState
+    ) -> None:
+        """A tree's parent that exited 3 waits on its call of the child, and only because the
+        child halted: the journal says both."""
+        o = self.outcome
+        waits = sorted(str(w.get("call_id")) for w in answer.get("waiting", []))
+        kid = await self._state(agents.TREE_CHILD)
+        if answer.get("status") != "waiting" or state.status() != "waiting":
+            o.violate(
+                f"{child.label} exited 3 with status {answer.get('status')}; the journal says "
+                f"{state.status()}"
+            )
+        elif waits != [agents.TREE_CALL] or kid.status() != "halted":
+            o.violate(
+                f"{child.label}: the parent waits on {waits}; its child {agents.TREE_CHILD} is "
+                f"{kid.status()} (a parent waits on its call of a halted child only)"
             )
 
     async def _check_site(self, crash: str) -> None:
@@ -651,7 +687,10 @@ class _Attempt:
     # --- halts -------------------------------------------------------------------------------
 
     async def _statuses(self) -> dict[str, str]:
-        return {r: (await self._state(r)).status() for r in self.s.run_ids}
+        statuses = {r: (await self._state(r)).status() for r in self.s.run_ids}
+        if self.s.tree and (await self._state(agents.TREE_CHILD)).start is not None:
+            statuses[agents.TREE_CHILD] = (await self._state(agents.TREE_CHILD)).status()
+        return statuses
 
     async def _open_journal(self) -> Journal:
         """The schedule's journal in this process, opened once the first child created it."""
@@ -719,7 +758,7 @@ class _Attempt:
         before_ledger = self.ledger.snapshot()
         # A build whose charge declares no reconciler: this resume must halt, not settle.
         quiet = dataclasses.replace(self.settings, jitter_ms=0, settle=None)
-        agent = agents.native(self.s.script, quiet)
+        agent = agents.native(self._script_of(run_id), quiet)
         result = await agent.resume(run_id, journal=await self._open_journal())
         after_records = len((await self._state(run_id)).records)
         if result.status.value != want:
@@ -733,12 +772,26 @@ class _Attempt:
             return False
         return True
 
+    def _script_of(self, run_id: str) -> str:
+        return "tree_child" if self.s.tree and run_id == agents.TREE_CHILD else self.s.script
+
     async def _reconcile(self, run_id: str, state: RunState) -> None:
         """The reconciler: a halted charge is in the ledger (succeeded, with the value the tool
-        returns) or it is not (not executed). Crash specs of the schedule go to CLI resolvers."""
+        returns) or it is not (not executed). A tree parent's call of its child halts only
+        before its handle is journaled, so before the child run exists: not executed. Crash
+        specs of the schedule go to CLI resolvers."""
         for cs in state.halted_calls():
             fired = self._fired(run_id, cs.call.id)
-            if len(fired) > 1:
+            if cs.call.name == agents.CHILD_TOOL:
+                if (await self._state(agents.TREE_CHILD)).start is not None:
+                    self.outcome.violate(
+                        f"{run_id}/{cs.call.id} halted though its child run "
+                        f"{agents.TREE_CHILD} exists: its resume must drive that child on"
+                    )
+                    resolution = Resolution.failed("its child run exists")
+                else:
+                    resolution = Resolution.not_executed()
+            elif len(fired) > 1:
                 resolution = Resolution.failed(f"fired {len(fired)} times")
             elif fired:
                 resolution = Resolution.succeeded(self._answer(fired[0], cs))
@@ -820,7 +873,31 @@ class _Attempt:
             if self.s.drivers == 1 and (row is None or row.status != "completed"):
                 # Two drivers can leave it stale: see test_index.py (a known bug, xfail).
                 o.violate(f"{run_id} completed and the run index says {row and row.status}")
+        if self.s.tree:
+            await self._check_tree()
         self._check_expectations()
+
+    async def _check_tree(self) -> None:
+        """The child run is checked as any run (its turns, its charge against the ledger, its
+        replay, epochs and resolutions, a resume that adds nothing); then the tree: one child
+        run for the parent's one call, and at most one charge in the whole ledger."""
+        o, parent, kid = self.outcome, self.s.run_ids[0], agents.TREE_CHILD
+        state = await self._state(kid)
+        self._check_run(kid, state)
+        await self._check_replay(kid, state)
+        self._check_epochs(kid, state)
+        self._check_resolutions(kid, state)
+        await self._resume_adds_nothing(kid, "completed")
+        link = state.start.get("parent") if state.start is not None else None
+        if link != {"run_id": parent, "call_id": agents.TREE_CALL}:
+            o.violate(f"{kid}'s start record names its parent as {link!r}")
+        runs = (await (await self._open_journal()).list_runs(prefix=parent)).runs
+        if sorted(r.run_id for r in runs) != sorted(self.s.every_run):
+            o.violate(f"one call, one child run: the journal holds {[r.run_id for r in runs]}")
+        charges = [e for e in self.ledger.executions() if e.tool == "charge"]
+        o.max_fired = max(o.max_fired, len(charges))
+        if len(charges) > 1:
+            o.violate(f"the tree's one charge fired {len(charges)} times: {charges}")
 
     async def _check_session(self, run_id: str) -> None:
         """Every model request of the session's second message was shown the first message's
@@ -836,8 +913,9 @@ class _Attempt:
 
     def _check_run(self, run_id: str, state: RunState) -> None:
         o = self.outcome
-        script = agents.SCRIPTS[self.s.script]
-        if state.end is None or state.end.payload.get("output") != agents.final_of(self.s.script):
+        name = self._script_of(run_id)
+        script = agents.SCRIPTS[name]
+        if state.end is None or state.end.payload.get("output") != agents.final_of(name):
             o.violate(f"{run_id} ended {state.end.payload if state.end else None}, not completed")
         if len(state.turns) != len(script):
             o.violate(f"{run_id} has {len(state.turns)} turns; the script has {len(script)}")
@@ -966,6 +1044,13 @@ class _Attempt:
         if cs.plan.get("output"):  # a typed answer: the runtime settles it, nothing runs
             if result is None or fired or cs.markers:
                 o.violate(f"{where} (the typed answer) ran, or has no result")
+            return
+        if cs.call.name == agents.CHILD_TOOL and self.s.tree:
+            # The call's effect is its child run's charge (checked with the child's calls).
+            want = {"child_run": agents.TREE_CHILD, "output": agents.CHILD_FINAL}
+            got = result.payload.get("value") if result is not None else None
+            if fired or safety != Safety.SIDE_EFFECT.value or got != want:
+                o.violate(f"{where} ({safety}) ran {len(fired)} ledger tools, answered {got!r}")
             return
         if safety == Safety.SIDE_EFFECT.value:
             o.max_fired = max(o.max_fired, len(fired))

@@ -539,6 +539,56 @@ def session_points() -> list[Schedule]:
     return out
 
 
+TREE_HITS = {
+    "model.after_answer": 4,
+    "turn.before_record": 4,
+    "turn.after_record": 4,
+    "attempt.before_marker": 2,
+    "attempt.after_marker": 2,
+    "tool.after_effect": 1,
+    "tool.after_call": 2,
+    "result.after_record": 2,
+    "end.before_marker": 2,
+    "writer.after_commit": 13,
+    "write.before_commit": 15,
+    "write.after_commit": 15,
+}
+"""How many times one clean drive of the ``tree`` script (a parent whose call drives a child
+run that charges) passes each crash point, counted over the process (the parent's passes and
+its child's interleave): ``test_the_tree_hits_are_what_a_clean_tree_passes`` counts them."""
+
+TREE_DEFAULT = (
+    "attempt.after_marker@1",  # the parent's call is marked; no handle, no child run yet
+    "tool.after_effect@1",  # the child's charge reached the provider; nothing of it journaled
+    "end.before_marker@1",  # the child's answer is in hand; its end is not recorded
+    "tool.after_call@2",  # the child ended; the parent's call has no result yet
+)
+"""The per-commit tree schedules; the slow set is every hit of every point (``TREE_HITS``)."""
+
+
+def tree_points(*, slow: bool = False) -> list[Schedule]:
+    """A parent whose tool is a child agent that charges, SIGKILLed at a crash point (the K-th
+    pass over the whole tree), then resumed until it completes, every halt (the child's charge,
+    or the parent's call marked before the child existed) settled by the ledger as a person
+    would. ``-m slow``: every hit of every point a clean tree passes."""
+    g = "parent with a child run"
+    if not slow:
+        return [point(g, crash, "tree", expect=_tree_expect(crash)) for crash in TREE_DEFAULT]
+    return [
+        point(g, f"{p}@{k}", "tree", expect=_tree_expect(f"{p}@{k}"))
+        for p, hits in TREE_HITS.items()
+        for k in range(1, hits + 1)
+    ]
+
+
+def _tree_expect(crash: str) -> frozenset[str]:
+    """Cut between a marker and its call's result, a side effect halts: the parent's call
+    before its handle is journaled, the child's charge after its marker."""
+    halts = {"attempt.after_marker@1", "attempt.after_marker@2", "tool.after_effect@1"}
+    halts.add("tool.after_call@1")  # the charge returned; its result is not recorded
+    return frozenset({HALT}) if crash in halts else frozenset()
+
+
 def on_postgres(schedule: Schedule) -> Schedule:
     """The same schedule with its journal in a fresh PostgreSQL database."""
     group = f"{schedule.group} (PostgreSQL)"
@@ -601,7 +651,8 @@ def every_named() -> Iterable[Schedule]:
     yield from stalls(slow=True)
     yield from typed_points()
     yield from session_points()
-    for schedule in (*typed_points(), *session_points()):
+    yield from tree_points(slow=True)
+    for schedule in (*typed_points(), *session_points(), *tree_points(slow=True)):
         yield on_postgres(schedule)
     for schedule in per_commit():
         yield on_postgres(schedule)

@@ -1,6 +1,7 @@
 """At most once, proven by killing real processes: every crash point under every Safety, MCP
 servers that outlive their agent, random kills, several runs in one process, two drivers at once,
-worker processes killed at crash points and at random across a pool.
+worker processes killed at crash points and at random across a pool, a parent whose tool is a
+child run killed at every crash point it passes.
 
 Each test runs a group of schedules (``tests/crash/schedules.py``) through the harness and fails
 with every violated promise, each with the command that replays its schedule.
@@ -8,13 +9,18 @@ with every violated promise, each with the command that replays its schedule.
 
 from __future__ import annotations
 
+import ast
 import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from runtime import faults
-from tests.crash import report, schedules
+from tests.conftest import child_env
+from tests.crash import agents, report, schedules
 from tests.crash.harness import Harness, Outcome, Schedule
 from tests.postgres import server
 
@@ -227,6 +233,69 @@ async def test_a_two_message_session_on_postgresql(harness: Harness) -> None:
     _postgres()
     items = [schedules.on_postgres(s) for s in schedules.session_points()]
     await run_group(harness, "two-message session (PostgreSQL)", items)
+
+
+def test_the_tree_hits_are_what_a_clean_tree_passes(tmp_path: Path) -> None:
+    """The slow tree set arms every hit of every point: counted here from a clean drive of the
+    tree through the CLI, every point armed past its last hit (a crash point the tree passes
+    anew, or once more, fails here rather than going unscheduled)."""
+    code = (
+        "import sys; from runtime import faults; from runtime.cli import main\n"
+        "main(sys.argv[1:], prog='runtime')\n"
+        "print(repr(dict(faults._hits)), file=sys.stderr)\n"
+    )
+    armed = ",".join(f"{p}@999999" for p in faults.POINTS)
+    words = ["--db", str(tmp_path / "j.db"), "run", "--run-id", "r"]
+    words += ["--agent", "tests.crash.agents:tree", "--json", agents.run_input("r")]
+    done = subprocess.run(
+        [sys.executable, "-c", code, *words],
+        cwd=agents.ROOT,
+        env=child_env(BIDE_CRASH=armed, CRASH_LEDGER=str(tmp_path / "ledger.db")),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    hits = ast.literal_eval(done.stderr.strip().splitlines()[-1])
+    assert hits == schedules.TREE_HITS
+
+
+async def test_a_parent_with_a_child_run_killed_at_crash_points_charges_at_most_once(
+    harness: Harness,
+) -> None:
+    outcomes = await run_group(harness, "parent with a child run", schedules.tree_points())
+    assert sum(o.halts for o in outcomes) > 0, "no tree schedule reached the halt path"
+    assert max(o.max_fired for o in outcomes) == 1
+
+
+async def test_a_parent_with_a_child_run_on_postgresql(harness: Harness) -> None:
+    _postgres()
+    wanted = {"tool.after_effect@1", "tool.after_call@2"}
+    items = [
+        schedules.on_postgres(s)
+        for s in schedules.tree_points()
+        if s.crash is not None and s.crash in wanted
+    ]
+    outcomes = await run_group(harness, "parent with a child run (PostgreSQL)", items)
+    assert sum(o.halts for o in outcomes) > 0
+
+
+@pytest.mark.slow
+async def test_slow_a_parent_with_a_child_run_killed_at_every_hit_of_every_point(
+    harness: Harness,
+) -> None:
+    items = schedules.tree_points(slow=True)
+    outcomes = await run_group(harness, "parent with a child run (every hit)", items)
+    assert max(o.max_fired for o in outcomes) == 1
+
+
+@pytest.mark.slow
+async def test_slow_a_parent_with_a_child_run_on_postgresql_every_hit(harness: Harness) -> None:
+    _postgres()
+    items = [schedules.on_postgres(s) for s in schedules.tree_points(slow=True)]
+    outcomes = await run_group(harness, "parent with a child run (PostgreSQL, every hit)", items)
+    assert max(o.max_fired for o in outcomes) == 1
 
 
 def _postgres() -> None:

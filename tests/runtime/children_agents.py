@@ -1,17 +1,14 @@
 """A parent agent that hands billing to a child agent (``as_tool``), whose charge is a side
-effect written to a ledger file (``$BIDE_TEST_LEDGER``): what the tests of child runs drive, in
-this process or in one they SIGKILL. ``python -m tests.runtime.children_agents URL RUN`` drives
-the parent once (crash points armed from ``$BIDE_CRASH``) and prints its status."""
+effect written to a ledger file (``$BIDE_TEST_LEDGER``): what the tests of child runs drive. (A
+tree killed at every crash point is the crash suite's: ``tests/crash``, the ``tree`` script.)"""
 
 from __future__ import annotations
 
-import asyncio
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
-from runtime import Agent, Journal, Safety, ToolContext, ToolOutcomeUnknown, faults, tool
+from runtime import Agent, Safety, ToolContext, ToolOutcomeUnknown, faults, tool
 from runtime.testing import ScriptedModel
 
 CHILD_INPUT = "charge ann 5"
@@ -62,17 +59,6 @@ def parent(child: Agent | None = None) -> Agent:
     call = {"id": "c1", "name": child.name, "arguments": {"input": CHILD_INPUT}}
     model = ScriptedModel([{"tool_calls": [call]}, {"text": "done"}])
     return Agent(model=model, tools=[child.as_tool()], name="front")
-
-
-async def _drive(url: str, run_id: str) -> None:
-    faults.arm_from_environment()
-    async with Journal(url) as journal:
-        result = await parent().run(run_id, "bill ann", journal=journal)
-    print(result.status.value)
-
-
-if __name__ == "__main__":
-    asyncio.run(_drive(sys.argv[1], sys.argv[2]))
 
 
 @tool(name="charge")

@@ -3,6 +3,7 @@ replayed rather than run again, a halted child making its parent wait, cancel ca
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,34 @@ async def test_the_parent_s_events_say_when_its_child_started_and_ended(journal:
     child = [e async for e in journal.events("p-3/c1", live=False)]
     assert isinstance(child[0], RunStarted) and child[0].parent == "p-3"
     assert len(A.charges()) == 1
+
+
+async def test_a_worker_drives_a_submitted_parent_and_its_child_run_to_completion(
+    journal: Journal,
+) -> None:
+    """A submitted parent, driven by a Worker: its call drives the child run in the worker's
+    process to completion, once; the worker drives the parent, never the child under the
+    parent's agent, and both runs end completed and linked."""
+    from runtime import RunStatus, Worker
+
+    agent = A.parent()
+    submitted = await agent.submit("w", "bill ann", journal=journal)
+    assert submitted.status is RunStatus.SUBMITTED
+    async with Worker(journal, agent=agent, concurrency=2, poll=0.05) as worker:
+        async with asyncio.timeout(30):
+            while await journal.status("w") != "completed":
+                await asyncio.sleep(0.02)
+    assert worker.finished == {"w": "completed"}, worker.finished
+    assert worker.skipped == {}
+    child = await journal.require("w/c1")
+    assert child.end is not None and child.end.payload["status"] == "completed"
+    assert child.end.payload["output"] == "charged ann 5"
+    assert child.start is not None and child.start["parent"] == {"run_id": "w", "call_id": "c1"}
+    assert len(A.charges()) == 1
+    parent = await journal.require("w")
+    assert parent.end is not None and parent.end.payload["output"] == "done"
+    (c1,) = parent.calls.values()
+    assert c1.result is not None
+    assert c1.result.payload["value"] == {"child_run": "w/c1", "output": "charged ann 5"}
+    page = await journal.list_runs(prefix="w")
+    assert sorted(r.run_id for r in page.runs) == ["w", "w/c1"]
