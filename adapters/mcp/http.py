@@ -18,13 +18,17 @@ from mcp.client.streamable_http import streamable_http_client
 
 from runtime.jsontext import parse_json
 
-__all__ = ["ServerErrorSeen", "StatusSeen", "http_transport"]
+__all__ = ["RefusalSeen", "ServerErrorSeen", "StatusSeen", "http_transport"]
 
 ServerErrorSeen = Callable[[Any, int, str], None]
 """Told ``(request id, code, message)`` of each JSON-RPC error reply in the server's bytes."""
 
 StatusSeen = Callable[[str, int, Mapping[str, str]], None]
 """Told ``(url, status, headers)`` of each HTTP response."""
+
+RefusalSeen = Callable[[Any, int, str | None], None]
+"""Told ``(request id, status, WWW-Authenticate)`` when the POST carrying a tools/call request
+was itself answered 401 or 403: the server refused that request before acting on it."""
 
 _MAX_WITNESSED: Final = 1 << 20
 """Bytes of one JSON body or SSE event read for error replies; a larger one is not witnessed
@@ -43,20 +47,23 @@ async def http_transport(
     headers: Mapping[str, str] | None = None,
     auth: httpx2.Auth | None = None,
     on_status: StatusSeen | None = None,
+    on_refused: RefusalSeen | None = None,
 ) -> AsyncIterator[Any]:
     """The SDK's streamable HTTP transport on a client whose responses are witnessed.
 
     ``headers`` go on every request and ``auth`` authorizes them (its own requests, such as
     OAuth discovery and token requests, pass through the same witness: they carry no JSON-RPC
     error replies, so they change nothing in what it reports). ``on_status`` is told the URL,
-    status and headers of every response.
+    status and headers of every response; ``on_refused`` of each tools/call request whose own
+    POST was answered 401 or 403 (the last answer counts: an OAuth provider that authorizes
+    again and re-sends the request gets a fresh one).
     """
     client = httpx2.AsyncClient(
         timeout=httpx2.Timeout(_CONNECT_SECONDS, read=_READ_SECONDS),
         # Compressed bodies could not be witnessed; ask for none.
         headers={"accept-encoding": "identity", **(headers or {})},
         auth=auth,
-        transport=_Witness(httpx2.AsyncHTTPTransport(), on_server_error, on_status),
+        transport=_Witness(httpx2.AsyncHTTPTransport(), on_server_error, on_status, on_refused),
     )
     async with client, streamable_http_client(url, http_client=client) as streams:
         yield streams
@@ -68,15 +75,23 @@ class _Witness(httpx2.AsyncBaseTransport):
         inner: httpx2.AsyncBaseTransport,
         seen: ServerErrorSeen,
         status: StatusSeen | None = None,
+        refused: RefusalSeen | None = None,
     ) -> None:
         self._inner = inner
         self._seen = seen
         self._status = status
+        self._refused = refused
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         response = await self._inner.handle_async_request(request)
         if self._status is not None:
             self._status(str(request.url), response.status_code, response.headers)
+        if self._refused is not None and response.status_code in (401, 403):
+            call_id = _tools_call_id(request)
+            if call_id is not None:
+                self._refused(
+                    call_id, response.status_code, response.headers.get("www-authenticate")
+                )
         kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
         encoded = response.headers.get("content-encoding", "identity").lower() != "identity"
         if (
@@ -179,3 +194,20 @@ class _WitnessedStream(httpx2.AsyncByteStream):
             code, text = error.get("code"), error.get("message")
             if isinstance(code, int) and not isinstance(code, bool) and isinstance(text, str):
                 self._seen(message["id"], code, text)
+
+
+def _tools_call_id(request: httpx2.Request) -> Any:
+    """The JSON-RPC id of the tools/call request this HTTP request carries, if it carries one."""
+    if request.method != "POST":
+        return None
+    try:
+        body = request.content
+    except httpx2.RequestNotRead:
+        return None  # a streamed body: not witnessed, so the refusal counts as a lost answer
+    try:
+        message = parse_json(body.decode("utf-8", "replace"))
+    except ValueError:
+        return None
+    if isinstance(message, dict) and message.get("method") == "tools/call" and "id" in message:
+        return message["id"]
+    return None
