@@ -28,11 +28,15 @@ StatusSeen = Callable[[str, int, Mapping[str, str]], None]
 
 RefusalSeen = Callable[[Any, int, str | None], None]
 """Told ``(request id, status, WWW-Authenticate)`` when the POST carrying a tools/call request
-was itself answered 401 or 403: the server refused that request before acting on it."""
+was itself answered 401 or 403 (the server refused that request before acting on it), and
+again with the later status if the same request, sent again, was answered otherwise."""
 
 _MAX_WITNESSED: Final = 1 << 20
 """Bytes of one JSON body or SSE event read for error replies; a larger one is not witnessed
 (its errors then count as possibly made up, the safe side)."""
+
+_MAX_PENDING: Final = 1024
+"""Refused tools/call ids remembered, in case the same request is sent again."""
 
 _CONNECT_SECONDS: Final = 30.0
 _READ_SECONDS: Final = 300.0
@@ -81,17 +85,25 @@ class _Witness(httpx2.AsyncBaseTransport):
         self._seen = seen
         self._status = status
         self._refused = refused
+        self._pending: set[str] = set()  # tools/call ids last answered 401 or 403
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         response = await self._inner.handle_async_request(request)
         if self._status is not None:
             self._status(str(request.url), response.status_code, response.headers)
-        if self._refused is not None and response.status_code in (401, 403):
+        status = response.status_code
+        if self._refused is not None and (status in (401, 403) or self._pending):
             call_id = _tools_call_id(request)
-            if call_id is not None:
-                self._refused(
-                    call_id, response.status_code, response.headers.get("www-authenticate")
-                )
+            if call_id is not None and status in (401, 403):
+                self._pending.add(str(call_id))
+                self._refused(call_id, status, response.headers.get("www-authenticate"))
+            elif call_id is not None and str(call_id) in self._pending:
+                # The same request sent again (an OAuth provider authorized anew) and answered
+                # otherwise: the last answer is the one that counts.
+                self._pending.discard(str(call_id))
+                self._refused(call_id, status, None)
+            if len(self._pending) > _MAX_PENDING:
+                self._pending.clear()
         kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
         encoded = response.headers.get("content-encoding", "identity").lower() != "identity"
         if (

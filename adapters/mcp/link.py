@@ -203,9 +203,12 @@ class Link:
 
     def refused_call(self, request_id: object, status: int, challenge: str | None) -> None:
         """The HTTP response to the POST carrying this tools/call request was a 401 or 403:
-        the server refused that request itself, before acting on it."""
+        the server refused that request itself, before acting on it. Any other status: the
+        request was sent again and answered, so an earlier refusal no longer counts."""
         key = str(request_id)
-        if key in self._calls_sent:
+        if status not in (401, 403):
+            self._refusals.pop(key, None)
+        elif key in self._calls_sent:
             self._refusals[key] = (status, challenge)
 
     def refusal(self, sent: Sent) -> tuple[int, str | None] | None:

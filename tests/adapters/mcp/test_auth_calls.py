@@ -21,7 +21,7 @@ from runtime import records as R
 from runtime.errors import ToolError, ToolOutcomeUnknown
 from runtime.testing import ScriptedModel
 from runtime.tools import ToolContext
-from tests.adapters.mcp.processes import Serve, count
+from tests.adapters.mcp.processes import Serve, count, lines
 from tests.cli.invoke import child
 
 SCRIPT: list[dict[str, Any]] = [
@@ -144,3 +144,23 @@ async def test_a_revoked_token_in_a_run_records_the_refusal_and_does_not_halt(
     assert is_error and "refused the call of pay with HTTP 401" in json.dumps(content)
     assert [r.kind for r in state.records if r.kind == R.HALT] == []
     assert count(ledger, "call") == 0
+
+
+async def test_a_refusal_the_oauth_provider_recovers_from_does_not_count(serve: Serve) -> None:
+    """The provider answers the 401 by getting a new token and sending the same request again:
+    the server's answer to that one is the call's outcome, here its own error reply."""
+    url, ledger = serve("auth_server")
+    issuer = url.removesuffix("/mcp")
+    auth = client_credentials(url, issuer=issuer, client_id="bide-client", client_secret="s3cret")
+    async with connect(url, name="payments", auth=auth) as session:
+        by_name = {t.spec.name: t for t in await tools(session)}
+        await revoke(url, "cc-token-1")
+        context = ToolContext(run_id="r", call_id="c1", tool_name="refuse")
+        with pytest.raises(ToolError) as raised:
+            await by_name["refuse"].call({}, context)
+        value = await by_name["pay"].call({"amount": 5}, context)
+    assert not isinstance(raised.value, AuthorizationError | ToolOutcomeUnknown)
+    assert "declined by the server" in str(raised.value)
+    assert value[0]["text"] == "paid 5"
+    assert count(ledger, "token") == 2 and lines(ledger).count("mcp 401") == 2
+    assert lines(ledger).count("call refuse") == 1 and count(ledger, "call") == 2
