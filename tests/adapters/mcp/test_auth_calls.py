@@ -14,7 +14,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from adapters.mcp import AuthorizationError, client_credentials, connect, tools
+from adapters.mcp import AuthorizationError, ElicitationAnswer, client_credentials, connect, tools
 from adapters.mcp.auth import CallNotAuthorized
 from runtime import Agent, Journal, RunStatus, Safety
 from runtime import records as R
@@ -164,3 +164,19 @@ async def test_a_refusal_the_oauth_provider_recovers_from_does_not_count(serve: 
     assert value[0]["text"] == "paid 5"
     assert count(ledger, "token") == 2 and lines(ledger).count("mcp 401") == 2
     assert lines(ledger).count("call refuse") == 1 and count(ledger, "call") == 2
+
+
+async def test_a_refusal_of_a_later_input_round_is_an_unknown_outcome(serve: Serve) -> None:
+    """Round 1 reached the tool: a 401 to round 2 cannot say nothing acted."""
+    url, ledger = serve("round_server", REFUSE_LATER_ROUNDS="1")
+
+    async def confirm(request: Any) -> Any:
+        return ElicitationAnswer(action="accept", content={"ok": True})
+
+    async with connect(url, name="bank", elicitation=confirm) as session:
+        (transfer,) = await tools(session, safety={"transfer": Safety.SIDE_EFFECT})
+        context = ToolContext(run_id="r", call_id="c1", tool_name="transfer")
+        with pytest.raises(ToolOutcomeUnknown, match="refused a later input round") as raised:
+            await transfer.call({"amount": 5}, context)
+    assert "HTTP 401" in str(raised.value) and "earlier rounds may have acted" in str(raised.value)
+    assert lines(ledger) == ["round 1", "refused 401"]
