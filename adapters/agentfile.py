@@ -86,6 +86,8 @@ class McpAuthSpec(_Strict):
     scope: str | None = None
     """OAuth client credentials: the variables holding the client's id and secret, and the
     authorization server's issuer URL (the secret is sent there only)."""
+    token_file: str | None = None
+    """Client credentials: the file keeping their tokens across restarts (mode 0600)."""
     provider: str | None = None
     """``module:attr``: a token provider (an async function returning a token), an
     ``httpx2.Auth`` (the SDK's OAuth providers, with the host's token storage), or a function
@@ -99,6 +101,8 @@ class McpAuthSpec(_Strict):
         ways = [self.bearer_token_env is not None, all(oauth), self.provider is not None]
         if sum(ways) > 1:
             raise ValueError("give one of bearer_token_env, client credentials or provider")
+        if self.token_file is not None and not all(oauth):
+            raise ValueError("token_file keeps client-credentials tokens: give client_id_env too")
         return self
 
 
@@ -125,6 +129,8 @@ class McpServerSpec(_Strict):
     """A tool's name to the argument in which its server takes an idempotency key: bide writes
     its own key for the call there (``tools(idempotency_argument=...)``)."""
     auth: McpAuthSpec | None = None
+    principal: str | None = None
+    """Who the calls are made as, journaled (``connect(principal=...)``)."""
     protocol_version: str | None = None
 
     @pydantic.model_validator(mode="after")
@@ -301,6 +307,7 @@ async def _mcp_tools(
                 target,
                 elicitation=bide_mcp.decline_elicitation,
                 name=server.name,
+                principal=server.principal,
                 protocol_version=server.protocol_version,
                 **credentials,
             )
@@ -346,12 +353,16 @@ def _credentials(key: str, spec: McpAuthSpec, url: str, base: Path) -> dict[str,
     if spec.bearer_token_env is not None:
         headers["Authorization"] = f"Bearer {env(spec.bearer_token_env)}"
     elif spec.client_id_env is not None and spec.client_secret_env and spec.issuer:
+        from adapters.mcp.tokens import FileTokenStorage
+
+        stored = FileTokenStorage(base / spec.token_file) if spec.token_file else None
         auth = bide_mcp.client_credentials(
             url,
             issuer=spec.issuer,
             client_id=env(spec.client_id_env),
             client_secret=env(spec.client_secret_env),
             scope=spec.scope,
+            storage=stored,
         )
     elif spec.provider is not None:
         found = _imported(key, spec.provider, base)

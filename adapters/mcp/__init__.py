@@ -1,6 +1,12 @@
 """MCP server tools as bide tools; untrusted by default. See ``docs/mcp.md``."""
 
-from adapters.mcp.auth import AuthorizationError, HttpAuth, TokenProvider, client_credentials
+from adapters.mcp.auth import (
+    AuthorizationError,
+    CallNotAuthorized,
+    HttpAuth,
+    TokenProvider,
+    client_credentials,
+)
 from adapters.mcp.connection import DEFAULT_CONNECT_TIMEOUT, Target, connect
 from adapters.mcp.elicitation import (
     ElicitationAnswer,
@@ -34,6 +40,7 @@ __all__ = [
     "MAX_INPUT_ROUNDS",
     "MAX_LIST_PAGES",
     "AuthorizationError",
+    "CallNotAuthorized",
     "ElicitationAnswer",
     "ElicitationRequest",
     "ElicitationResolver",

@@ -20,18 +20,21 @@ from mcp.client.auth.exceptions import OAuthFlowError
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
-from runtime.errors import ConfigError, ProtocolError
+from runtime.errors import ConfigError, ProtocolError, ToolError
 from runtime.tools import safe_repr
 
 __all__ = [
     "AuthorizationError",
+    "CallNotAuthorized",
     "HttpAuth",
     "HttpOptions",
     "MemoryTokenStorage",
     "TokenProvider",
+    "call_refused",
     "check_headers",
     "client_credentials",
     "http_auth",
+    "principal_of",
 ]
 
 TokenProvider: TypeAlias = Callable[[], Awaitable[str]]
@@ -104,25 +107,61 @@ def refused(
     if refusal.status is None:
         return None
     challenge = refusal.challenge
-    said = f" (WWW-Authenticate: {safe_repr(challenge, 300)})" if challenge else ""
-    if refusal.status == 403:
-        scope = _param(challenge, "scope")
-        lacks = f" scope {safe_repr(scope)}" if scope else " permission for this resource"
-        what = f"the credentials given lack{lacks}"
-    elif credentials:
-        what = "the credentials given were refused (wrong, expired or for another resource)"
-    else:
-        what = (
-            "it needs authorization and none was given: pass auth= (a token provider or the "
-            "SDK's OAuth provider) or headers= to connect, or auth in the agent file"
-        )
     return AuthorizationError(
-        f"MCP server {server!r} refused the connection with HTTP {refusal.status}{said}: {what}; "
+        f"MCP server {server!r} refused the connection with HTTP {refusal.status}"
+        f"{_said(challenge)}: {_missing(refusal.status, challenge, credentials)}; "
         "no tool was called",
         server=server,
         status=refusal.status,
         challenge=challenge,
     )
+
+
+class CallNotAuthorized(AuthorizationError, ToolError):
+    """A tool call the server refused with HTTP 401 or 403 after the session was open (a token
+    that expired or was revoked, a scope the tool needs): the status came back for the call's
+    own request, so the server refused it before acting. A definite failure: the tool did not
+    run (a ``ToolError``, and an ``AuthorizationError`` naming the server and what is missing).
+    """
+
+
+def call_refused(
+    tool: str,
+    status: int,
+    challenge: str | None,
+    *,
+    server: str,
+    credentials: bool,
+    ids: Mapping[str, str],
+) -> CallNotAuthorized:
+    """The error for a tools/call whose own request the server answered 401 or 403."""
+    refused_call = CallNotAuthorized(
+        f"MCP server {server!r} refused the call of {tool} with HTTP {status}{_said(challenge)}: "
+        f"{_missing(status, challenge, credentials)}; the tool was not called",
+        server=server,
+        status=status,
+        challenge=challenge,
+    )
+    refused_call.run_id, refused_call.call_id = ids.get("run_id"), ids.get("call_id")
+    return refused_call
+
+
+def principal_of(principal: object, auth: object) -> Callable[[], str | None]:
+    """Who calls are made as, asked at each call: ``connect``'s ``principal`` if given, else
+    the authorizer's own ``principal`` attribute (a string, or ``None`` while it cannot tell;
+    ``client_credentials`` names its client id), else nobody named. Never a credential."""
+    if principal is not None:
+        if not isinstance(principal, str) or not principal:
+            raise ConfigError("principal must be a non-empty string or None")
+        return lambda: principal
+    if auth is None or not hasattr(auth, "principal"):
+        return lambda: None
+
+    def told() -> str | None:
+        named = getattr(auth, "principal", None)
+        return named[:200] if isinstance(named, str) and named else None
+
+    return told
 
 
 def check_headers(headers: object) -> dict[str, str]:
@@ -177,7 +216,7 @@ def client_credentials(
     ):
         if not isinstance(value, str) or not value:
             raise ConfigError(f"client_credentials needs a non-empty {what}")
-    return ClientCredentialsOAuthProvider(
+    return _ClientCredentials(
         server_url=url,
         storage=storage if storage is not None else MemoryTokenStorage(),
         client_id=client_id,
@@ -185,6 +224,14 @@ def client_credentials(
         scope=scope,
         issuer=issuer,
     )
+
+
+class _ClientCredentials(ClientCredentialsOAuthProvider):
+    """The SDK's client-credentials provider, naming its client id as the principal."""
+
+    def __init__(self, *, client_id: str, **options: Any) -> None:
+        super().__init__(client_id=client_id, **options)
+        self.principal = client_id
 
 
 class MemoryTokenStorage(TokenStorage):
@@ -250,6 +297,26 @@ def _oauth_failure(failure: BaseException) -> BaseException:
             return seen
         seen = seen.__cause__ or seen.__context__
     return failure
+
+
+def _said(challenge: str | None) -> str:
+    return f" (WWW-Authenticate: {safe_repr(challenge, 300)})" if challenge else ""
+
+
+def _missing(status: int, challenge: str | None, credentials: bool) -> str:
+    """What the server's 401 or 403 says is missing (never a credential)."""
+    if status == 403:
+        scope = _param(challenge, "scope")
+        lacks = f" scope {safe_repr(scope)}" if scope else " permission for this resource"
+        return f"the credentials given lack{lacks}"
+    if credentials:
+        return (
+            "the credentials given were refused (wrong, expired, revoked or for another resource)"
+        )
+    return (
+        "it needs authorization and none was given: pass auth= (a token provider or the "
+        "SDK's OAuth provider) or headers= to connect, or auth in the agent file"
+    )
 
 
 def _param(challenge: str | None, name: str) -> str | None:

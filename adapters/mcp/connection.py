@@ -10,9 +10,8 @@ import asyncio
 import math
 import re
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from types import TracebackType
 from typing import Any, Final, TypeAlias
 from urllib.parse import urlsplit
 
@@ -22,17 +21,25 @@ from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from mcp.client.extension import advertise
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
-from mcp.shared.message import SessionMessage
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 import runtime
-from adapters.mcp.auth import HttpAuth, HttpOptions, Refusal, check_headers, http_auth, refused
+from adapters.mcp.auth import (
+    HttpAuth,
+    HttpOptions,
+    Refusal,
+    check_headers,
+    http_auth,
+    principal_of,
+    refused,
+)
 from adapters.mcp.elicitation import ElicitationResolver
 from adapters.mcp.http import http_transport
 from adapters.mcp.link import Link
 from adapters.mcp.session import Session, ToolListChangedCallback, parts_of
 from adapters.mcp.stdio import DEFAULT_MAX_LINE_BYTES, server_name, stdio_transport
 from adapters.mcp.tasks import TASKS_EXTENSION
+from adapters.mcp.watched import WatchedTransport
 from runtime.errors import ConfigError, ProtocolError
 from runtime.tools import safe_repr
 
@@ -72,6 +79,7 @@ async def connect(
     tasks: bool = False,
     headers: Mapping[str, str] | None = None,
     auth: HttpAuth | None = None,
+    principal: str | None = None,
     protocol_version: str | None = None,
 ) -> AsyncIterator[Session]:
     """Open an MCP session to ``target`` for the length of the ``async with`` block.
@@ -96,7 +104,8 @@ async def connect(
     an ``httpx2.Auth`` such as the SDK's OAuth providers (``client_credentials`` builds one).
     A server that refuses the connection (HTTP 401 or 403) is an ``AuthorizationError`` naming
     it and what is missing, before any tool is called. Credentials never reach an error, a log
-    line or the journal.
+    line or the journal. ``principal`` names who the calls are made as (default: what ``auth``
+    names, such as ``client_credentials``' client id); a side effect journals it with the server.
 
     ``protocol_version`` pins the protocol instead of probing for 2026-07-28 first: a
     2026-07-28-era version speaks it without the probe; a handshake-era one (``"2025-11-25"``)
@@ -127,6 +136,8 @@ async def connect(
     )
     parts = parts_of(session)
     link = parts.link
+    link.principal = principal_of(principal, authorizer)
+    link.credentials = bool(extra_headers) or authorizer is not None
     client = Client(
         _client_target(target, link, called, max_line_bytes, http),
         mode=mode,
@@ -154,8 +165,7 @@ async def connect(
         leaf = _single_leaf(exc)
         if not isinstance(leaf, Exception):
             raise
-        given = bool(extra_headers) or authorizer is not None
-        problem = refused(refusal, leaf, server=called, credentials=given)
+        problem = refused(refusal, leaf, server=called, credentials=link.credentials)
         if problem is not None:
             raise problem from None
         if isinstance(leaf, ConfigError | OSError):
@@ -233,12 +243,12 @@ def _client_target(
         return target
     if isinstance(target, StdioServerParameters):
         if sys.platform == "win32":  # pragma: no cover
-            return _WatchedTransport(stdio_client(target), link)
+            return WatchedTransport(stdio_client(target), link)
         transport = stdio_transport(
             target, name=name, max_line_bytes=max_line_bytes, on_failure=link.fail
         )
         link.trace_errors()  # every error on the read stream came from the server's stdout
-        return _WatchedTransport(transport, link, errors_are_the_servers=True)
+        return WatchedTransport(transport, link, errors_are_the_servers=True)
     if isinstance(target, str):
         if not _URL.match(target):
             raise ConfigError(
@@ -256,10 +266,11 @@ def _client_target(
             headers=http.headers,
             auth=http.auth,
             on_status=on_status,
+            on_refused=link.refused_call,
         )
-        return _WatchedTransport(transport, link)
+        return WatchedTransport(transport, link)
     if hasattr(target, "__aenter__") and hasattr(target, "__aexit__"):
-        return _WatchedTransport(target, link)
+        return WatchedTransport(target, link)
     raise ConfigError(
         "an MCP target is StdioServerParameters, an http(s):// URL, an SDK transport or an "
         f"in-process server, not {type(target).__name__}"
@@ -278,124 +289,3 @@ def _single_leaf(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
     return exc
-
-
-class _WatchedTransport:
-    """A transport whose read side, once it ends, marks the session known closed, and whose
-    traffic tells the session which tools/call requests left and, when ``errors_are_the_servers``,
-    which error replies the server sent for them."""
-
-    def __init__(self, transport: Any, link: Link, *, errors_are_the_servers: bool = False) -> None:
-        self._transport = transport
-        self._link = link
-        self._errors_are_the_servers = errors_are_the_servers
-
-    async def __aenter__(self) -> tuple[Any, Any]:
-        read, write = await self._transport.__aenter__()
-        on_error = self._link.server_error if self._errors_are_the_servers else None
-        return (
-            _WatchedReadStream(read, self._link.mark_closed, on_error, self._link.received),
-            _WatchedWriteStream(write, self._link.sending),
-        )
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        self._link.mark_closed()
-        result: bool | None = await self._transport.__aexit__(exc_type, exc, tb)
-        return result
-
-
-class _WatchedReadStream:
-    _ENDED = (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError)
-
-    def __init__(
-        self,
-        stream: Any,
-        on_end: Callable[[], None],
-        on_error: Callable[[Any, int, str], None] | None,
-        on_item: Callable[[Any], Any],
-    ) -> None:
-        self._stream = stream
-        self._on_end = on_end
-        self._on_error = on_error
-        self._on_item = on_item
-
-    @property
-    def last_context(self) -> Any:
-        return getattr(self._stream, "last_context", None)
-
-    def _seen(self, item: Any) -> Any:
-        if self._on_error is not None and isinstance(item, SessionMessage):
-            message = item.message
-            if isinstance(message, types.JSONRPCError):
-                self._on_error(message.id, message.error.code, message.error.message)
-        return self._on_item(item)
-
-    async def receive(self) -> Any:
-        try:
-            return self._seen(await self._stream.receive())
-        except self._ENDED:
-            self._on_end()
-            raise
-
-    def __aiter__(self) -> _WatchedReadStream:
-        return self
-
-    async def __anext__(self) -> Any:
-        try:
-            return self._seen(await self._stream.__anext__())
-        except (StopAsyncIteration, *self._ENDED):
-            self._on_end()
-            raise
-
-    async def aclose(self) -> None:
-        self._on_end()
-        await self._stream.aclose()
-
-    async def __aenter__(self) -> _WatchedReadStream:
-        await self._stream.__aenter__()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        self._on_end()
-        result: bool | None = await self._stream.__aexit__(exc_type, exc, tb)
-        return result
-
-
-class _WatchedWriteStream:
-    def __init__(self, stream: Any, on_send: Callable[[object], None]) -> None:
-        self._stream = stream
-        self._on_send = on_send
-
-    async def send(self, item: Any) -> None:
-        # Noted before it leaves, in the sender's context, so the call knows its request id.
-        self._on_send(getattr(item, "message", None))
-        await self._stream.send(item)
-
-    async def aclose(self) -> None:
-        await self._stream.aclose()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
-
-    async def __aenter__(self) -> _WatchedWriteStream:
-        await self._stream.__aenter__()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        result: bool | None = await self._stream.__aexit__(exc_type, exc, tb)
-        return result

@@ -18,7 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from runtime.jsontext import parse_json
 
-__all__ = ["ServerErrorSeen", "StatusSeen", "http_transport"]
+__all__ = ["RefusalSeen", "ServerErrorSeen", "StatusSeen", "http_transport"]
 
 ServerErrorSeen = Callable[[Any, int, str], None]
 """Told ``(request id, code, message)`` of each JSON-RPC error reply in the server's bytes."""
@@ -26,9 +26,17 @@ ServerErrorSeen = Callable[[Any, int, str], None]
 StatusSeen = Callable[[str, int, Mapping[str, str]], None]
 """Told ``(url, status, headers)`` of each HTTP response."""
 
+RefusalSeen = Callable[[Any, int, str | None], None]
+"""Told ``(request id, status, WWW-Authenticate)`` when the POST carrying a tools/call request
+was itself answered 401 or 403 (the server refused that request before acting on it), and
+again with the later status if the same request, sent again, was answered otherwise."""
+
 _MAX_WITNESSED: Final = 1 << 20
 """Bytes of one JSON body or SSE event read for error replies; a larger one is not witnessed
 (its errors then count as possibly made up, the safe side)."""
+
+_MAX_PENDING: Final = 1024
+"""Refused tools/call ids remembered, in case the same request is sent again."""
 
 _CONNECT_SECONDS: Final = 30.0
 _READ_SECONDS: Final = 300.0
@@ -43,20 +51,23 @@ async def http_transport(
     headers: Mapping[str, str] | None = None,
     auth: httpx2.Auth | None = None,
     on_status: StatusSeen | None = None,
+    on_refused: RefusalSeen | None = None,
 ) -> AsyncIterator[Any]:
     """The SDK's streamable HTTP transport on a client whose responses are witnessed.
 
     ``headers`` go on every request and ``auth`` authorizes them (its own requests, such as
     OAuth discovery and token requests, pass through the same witness: they carry no JSON-RPC
     error replies, so they change nothing in what it reports). ``on_status`` is told the URL,
-    status and headers of every response.
+    status and headers of every response; ``on_refused`` of each tools/call request whose own
+    POST was answered 401 or 403 (the last answer counts: an OAuth provider that authorizes
+    again and re-sends the request gets a fresh one).
     """
     client = httpx2.AsyncClient(
         timeout=httpx2.Timeout(_CONNECT_SECONDS, read=_READ_SECONDS),
         # Compressed bodies could not be witnessed; ask for none.
         headers={"accept-encoding": "identity", **(headers or {})},
         auth=auth,
-        transport=_Witness(httpx2.AsyncHTTPTransport(), on_server_error, on_status),
+        transport=_Witness(httpx2.AsyncHTTPTransport(), on_server_error, on_status, on_refused),
     )
     async with client, streamable_http_client(url, http_client=client) as streams:
         yield streams
@@ -68,15 +79,31 @@ class _Witness(httpx2.AsyncBaseTransport):
         inner: httpx2.AsyncBaseTransport,
         seen: ServerErrorSeen,
         status: StatusSeen | None = None,
+        refused: RefusalSeen | None = None,
     ) -> None:
         self._inner = inner
         self._seen = seen
         self._status = status
+        self._refused = refused
+        self._pending: set[str] = set()  # tools/call ids last answered 401 or 403
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         response = await self._inner.handle_async_request(request)
         if self._status is not None:
             self._status(str(request.url), response.status_code, response.headers)
+        status = response.status_code
+        if self._refused is not None and (status in (401, 403) or self._pending):
+            call_id = _tools_call_id(request)
+            if call_id is not None and status in (401, 403):
+                self._pending.add(str(call_id))
+                self._refused(call_id, status, response.headers.get("www-authenticate"))
+            elif call_id is not None and str(call_id) in self._pending:
+                # The same request sent again (an OAuth provider authorized anew) and answered
+                # otherwise: the last answer is the one that counts.
+                self._pending.discard(str(call_id))
+                self._refused(call_id, status, None)
+            if len(self._pending) > _MAX_PENDING:
+                self._pending.clear()
         kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
         encoded = response.headers.get("content-encoding", "identity").lower() != "identity"
         if (
@@ -179,3 +206,20 @@ class _WitnessedStream(httpx2.AsyncByteStream):
             code, text = error.get("code"), error.get("message")
             if isinstance(code, int) and not isinstance(code, bool) and isinstance(text, str):
                 self._seen(message["id"], code, text)
+
+
+def _tools_call_id(request: httpx2.Request) -> Any:
+    """The JSON-RPC id of the tools/call request this HTTP request carries, if it carries one."""
+    if request.method != "POST":
+        return None
+    try:
+        body = request.content
+    except httpx2.RequestNotRead:
+        return None  # a streamed body: not witnessed, so the refusal counts as a lost answer
+    try:
+        message = parse_json(body.decode("utf-8", "replace"))
+    except ValueError:
+        return None
+    if isinstance(message, dict) and message.get("method") == "tools/call" and "id" in message:
+        return message["id"]
+    return None

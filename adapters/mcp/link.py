@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -88,6 +88,11 @@ class Link:
     def __init__(self, *, name: str = "mcp", tasks: bool = False) -> None:
         self.name = name
         self.tasks = tasks
+        self.principal: Callable[[], str | None] = _nobody
+        """Who the calls are made as (``connect``'s ``principal``, or what the authorizer
+        names), asked at each call: never a credential."""
+        self.credentials = False
+        """Whether ``connect`` was given credentials (headers or an authorizer)."""
         self.sdk: ClientSession | None = None
         self.closed = False
         self.failure: ProtocolError | None = None
@@ -97,6 +102,8 @@ class Link:
         self._traces_errors = False
         self._calls_sent: dict[str, Sent] = {}
         self._server_errors: dict[str, tuple[int, str]] = {}
+        # HTTP 401 or 403 answered to the very POST that carried a tools/call request.
+        self._refusals: dict[str, tuple[int, str | None]] = {}
 
     @property
     def protocol_version(self) -> str | None:
@@ -194,6 +201,20 @@ class Link:
         if key in self._calls_sent:
             self._server_errors[key] = (code, message)
 
+    def refused_call(self, request_id: object, status: int, challenge: str | None) -> None:
+        """The HTTP response to the POST carrying this tools/call request was a 401 or 403:
+        the server refused that request itself, before acting on it. Any other status: the
+        request was sent again and answered, so an earlier refusal no longer counts."""
+        key = str(request_id)
+        if status not in (401, 403):
+            self._refusals.pop(key, None)
+        elif key in self._calls_sent:
+            self._refusals[key] = (status, challenge)
+
+    def refusal(self, sent: Sent) -> tuple[int, str | None] | None:
+        """The 401 or 403 the server answered this request's own POST with, if it did."""
+        return self._refusals.get(sent.request_id) if sent.request_id is not None else None
+
     def sent_by_server(self, sent: Sent, exc: MCPError) -> bool | None:
         """Whether the server itself sent this error; ``None`` when the transport cannot say."""
         if not self._traces_errors:
@@ -206,6 +227,11 @@ class Link:
         if sent.request_id is not None:
             self._calls_sent.pop(sent.request_id, None)
             self._server_errors.pop(sent.request_id, None)
+            self._refusals.pop(sent.request_id, None)
+
+
+def _nobody() -> str | None:
+    return None
 
 
 def ids_of(call: ToolContext | None) -> dict[str, str]:

@@ -18,6 +18,7 @@ from mcp import MCPError
 from mcp.client.session import ClientRequestContext
 
 from adapters.mcp.answering import Elicitor
+from adapters.mcp.auth import call_refused
 from adapters.mcp.link import Active, Link, Sent, ids_of, server_text, within
 from adapters.mcp.tasks import TaskState, follow_task, handle_of, read_task_answer
 from runtime.errors import ProtocolError, ToolError, ToolOutcomeUnknown
@@ -206,6 +207,9 @@ class Caller:
                 if task is None:
                     answer = _CALL_RESULT.validate_python(raw)
             except MCPError as exc:
+                refusal = self._link.refusal(sent)
+                if refusal is not None:
+                    raise self._refused(name, refusal, ids, first_round=n == 1) from exc
                 from_server = self._link.sent_by_server(sent, exc)
                 if not from_server:
                     self._link.note_failure(exc)
@@ -259,6 +263,30 @@ class Caller:
         raise ToolOutcomeUnknown(
             f"{name}: the server kept asking for input past {MAX_INPUT_ROUNDS} rounds; "
             "the tool may have acted in earlier rounds",
+            **ids,
+        )
+
+    def _refused(
+        self, name: str, refusal: tuple[int, str | None], ids: dict[str, str], *, first_round: bool
+    ) -> ToolError:
+        """The server answered this tools/call's own POST with 401 or 403: it refused the
+        request before acting. The first request of a call: a definite failure, nothing ran. A
+        later round's: earlier rounds may have acted, so the outcome is unknown."""
+        status, challenge = refusal
+        refused = call_refused(
+            name,
+            status,
+            challenge,
+            server=self._link.name,
+            credentials=self._link.credentials,
+            ids=ids,
+        )
+        if first_round:
+            return refused
+        return ToolOutcomeUnknown(
+            f"{name}: MCP server {self._link.name!r} refused a later input round of the call "
+            f"with HTTP {status} ({refused.challenge or 'no challenge'}); earlier rounds may "
+            "have acted",
             **ids,
         )
 

@@ -19,6 +19,7 @@ from runtime.errors import ToolArgumentsError, ToolError, ToolOutcomeUnknown
 from runtime.tools import ToolContext, ToolSpec, safe_repr
 
 __all__ = [
+    "CALL_STEP",
     "DEFAULT_MAX_RESULT_BYTES",
     "IDEMPOTENCY_KEY_META",
     "MCPTool",
@@ -31,6 +32,10 @@ DEFAULT_MAX_RESULT_BYTES: Final = 1 << 20
 A result is journaled and sent back to the model on every later turn of the run; 1 MiB of text
 is more than most models' whole context window, so a larger one cannot be used as it is.
 """
+
+CALL_STEP: Final = "mcp_call"
+"""The journaled step (a side effect's in-flight handle) naming the server a call went to and
+the principal it was made as (``connect``'s ``principal``, or what the authorizer names)."""
 
 IDEMPOTENCY_KEY_META: Final = "dev.bide/idempotency-key"
 """The ``_meta`` key under which every call made with a ``ToolContext`` carries its key."""
@@ -108,13 +113,16 @@ class MCPTool:
         """
         ids = {"run_id": context.run_id, "call_id": context.call_id} if context else {}
         name = self._spec.name
-        sent, step = self._keyed(arguments, context, ids)
+        sent, keyed = self._keyed(arguments, context, ids)
         checked = self._check_arguments(sent, ids)
-        if step is not None and context is not None:
-            # Which argument carried bide's key, and what the model had put there: journaled
-            # (for a side effect, as a step in flight, so a crash from here on still halts)
-            # before the request leaves.
-            await context.record_handle(step, in_flight=True)
+        if context is not None:
+            # Which server the call goes to and as whom (never a credential), and which
+            # argument carried bide's key and what the model had put there: journaled (for a
+            # side effect, as a step in flight, so a crash from here on still halts) before
+            # the request leaves.
+            link = self._parts.link
+            step = {CALL_STEP: {"server": link.name, "principal": link.principal()}}
+            await context.record_handle({**step, **(keyed or {})}, in_flight=True)
         # Every call carries its key, side effects most of all: a server may deduplicate by it,
         # and a reconciler may look a halted call up by it.
         meta = {IDEMPOTENCY_KEY_META: context.idempotency_key} if context is not None else None

@@ -242,6 +242,45 @@ async def test_an_agent_file_names_the_servers_credentials_by_environment_variab
     assert "good-token" not in path.read_text()  # the file names the variable, never the value
 
 
+async def test_an_agent_file_keeps_client_credentials_tokens_in_its_token_file(
+    tmp_path: Path, serve: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import stat
+
+    from runtime import Journal
+
+    url, ledger = serve("auth_server")
+    (tmp_path / "s.json").write_text(
+        json.dumps(
+            [
+                {"tool_calls": [{"id": "c1", "name": "pay", "arguments": {"amount": 1}}]},
+                {"text": "done"},
+            ]
+        )
+    )
+    monkeypatch.setenv("PAY_CLIENT", "bide-client")
+    monkeypatch.setenv("PAY_SECRET", "s3cret")
+    auth = (
+        '{ client_id_env = "PAY_CLIENT", client_secret_env = "PAY_SECRET", '
+        f'issuer = "{url.removesuffix("/mcp")}", token_file = "state/tokens.json" }}'
+    )
+    toml = auth_server_toml(url, auth) + 'safety = { pay = "side_effect" }\n'
+    path = write_agent(tmp_path, toml)
+    for run in ("r1", "r2"):  # two hosts, one after the other
+        async with open_agent_file(path) as agent, Journal(tmp_path / "bide.db") as journal:
+            await agent.run(run, "pay", journal=journal)
+            state = await journal.require(run)
+        (step,) = state.calls["c1"].handles[1].values()
+        assert step.payload["handle"]["mcp_call"] == {
+            "server": "payments",
+            "principal": "bide-client",
+        }
+    stored = tmp_path / "state" / "tokens.json"
+    assert stat.S_IMODE(stored.stat().st_mode) == 0o600 and "cc-token-1" in stored.read_text()
+    assert ledger.read_text().count("token client_credentials") == 1  # the second host reused it
+    assert ledger.read_text().count("call pay") == 2
+
+
 async def test_an_unset_credential_variable_is_a_config_error_naming_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

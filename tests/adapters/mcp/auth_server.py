@@ -5,7 +5,9 @@ The MCP endpoint (``/mcp``) takes a bearer token: ``good-token``, or one the tok
 issued. Without one it answers 401 with a ``WWW-Authenticate`` challenge naming its
 protected-resource metadata (RFC 9728); ``weak-token`` gets 403 ``insufficient_scope``. The
 authorization server publishes its metadata (RFC 8414) and grants client credentials to
-``bide-client`` / ``s3cret`` (HTTP basic). Each request is a ledger line (LEDGER): ``mcp
+``bide-client`` / ``s3cret`` (HTTP basic). ``POST /revoke`` with ``token=T&to=none|weak``
+revokes a token (401 from then on) or takes its scope away (403), as an operator would while a
+client is connected. Each request is a ledger line (LEDGER): ``mcp
 <status>``, ``token <grant>``, ``metadata <path>``, ``call <tool> <key>``.
 """
 
@@ -26,7 +28,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
 CLIENT = ("bide-client", "s3cret")
-TOKENS = {"good-token"}
+TOKENS = {"good-token", "temp-token"}
+WEAK = {"weak-token"}
 
 
 def note(line: str) -> None:
@@ -72,6 +75,14 @@ class Guarded:
             note(f"metadata {path}")
             await self._metadata(path)(scope, receive, send)
             return
+        if path == "/revoke":
+            form = await _form(receive)
+            TOKENS.discard(form.get("token", ""))
+            if form.get("to") == "weak":
+                WEAK.add(form.get("token", ""))
+            note(f"revoke {form.get('to')}")
+            await Response(status_code=204)(scope, receive, send)
+            return
         if path == "/token":
             await (await self._token(headers, receive))(scope, receive, send)
             return
@@ -80,7 +91,7 @@ class Guarded:
             f'Bearer resource_metadata="{self.base}/.well-known/oauth-protected-resource/mcp", '
             'scope="payments"'
         )
-        if token == "weak-token":
+        if token in WEAK:
             note("mcp 403")
             denied = f'{challenge}, error="insufficient_scope"'
             await Response(status_code=403, headers={"WWW-Authenticate": denied})(
@@ -119,13 +130,7 @@ class Guarded:
         return Response(status_code=404)
 
     async def _token(self, headers: dict[str, str], receive: Receive) -> Response:
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
-        form = {k: v[0] for k, v in parse_qs(body.decode()).items()}
+        form = await _form(receive)
         note(f"token {form.get('grant_type')}")
         given = headers.get("authorization", "").removeprefix("Basic ")
         expected = base64.b64encode(f"{CLIENT[0]}:{CLIENT[1]}".encode()).decode()
@@ -140,6 +145,16 @@ class Guarded:
             "scope": "payments",
         }
         return JSONResponse(answer)
+
+
+async def _form(receive: Receive) -> dict[str, str]:
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    return {k: v[0] for k, v in parse_qs(body.decode()).items()}
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ state byte for byte with a confirmation, and only then does the transfer happen 
 line). Every round is a ledger line too, so a test can count what the server saw. The SDK
 seals the state on the wire and refuses an echo that differs by a byte, so a round 2 that
 reaches the tool carried the state exactly as sent.
-Environment (as a process): LEDGER (a file), HANG_ROUND (a round to sit on without answering).
+Environment (as a process): LEDGER (a file), HANG_ROUND (a round to sit on without answering),
+REFUSE_LATER_ROUNDS=1 (answer HTTP 401 to every round after the first).
 """
 
 from __future__ import annotations
@@ -104,7 +105,47 @@ def round_server(rounds: Rounds) -> MCPServer:
     return server
 
 
+def refusing_later_rounds(app: Any) -> Any:
+    """``app`` answering 401 to every POST that continues a call (it carries a request state),
+    as a server whose token check fails between rounds would (REFUSE_LATER_ROUNDS=1)."""
+
+    async def guarded(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await app(scope, receive, send)
+            return
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        if b'"requestState"' in body:
+            with open(os.environ["LEDGER"], "a") as f:
+                f.write("refused 401\n")
+            await send({"type": "http.response.start", "status": 401, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        sent = False
+
+        async def replay() -> Any:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await app(scope, replay, send)
+
+    return guarded
+
+
 if __name__ == "__main__":
+    import uvicorn
+
     hang = int(os.environ.get("HANG_ROUND", "0"))
     extension = Rounds(Path(os.environ["LEDGER"]), hang_round=hang)
-    round_server(extension).run("streamable-http", host="127.0.0.1", port=int(sys.argv[1]))
+    server = round_server(extension)
+    if os.environ.get("REFUSE_LATER_ROUNDS") != "1":
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[1]))
+    else:
+        app = refusing_later_rounds(server.streamable_http_app())
+        uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")

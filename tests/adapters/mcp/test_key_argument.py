@@ -101,11 +101,12 @@ async def test_a_key_the_model_gave_is_replaced_by_bides_and_the_journal_shows_b
     step = state.calls["c1"].handles[1][1].payload
     assert step["in_flight"] is True
     assert step["handle"] == {
+        "mcp_call": {"server": "payments", "principal": None},
         "mcp_key_argument": {
             "argument": "idempotency_key",
             "sent": key,
             "model_gave": "model-minted-1",
-        }
+        },
     }
     shown = child("show", "--db", str(db_path), "r")
     assert shown.code == 0, shown.err

@@ -64,7 +64,9 @@ async def test_a_side_effect_waits_for_its_confirmation_and_resumes_with_the_exa
     assert waiting.prompt == "Send 5 to Bob?" and waiting.key is not None
     assert waiting.schema["properties"]["ok"]["type"] == "boolean"
     assert state.status() == "waiting"
-    (step,) = state.calls["c1"].handles[1].values()
+    (sending, step) = state.calls["c1"].handles[1].values()
+    assert sending.payload["handle"] == {"mcp_call": {"server": "bank", "principal": None}}
+    assert sending.payload["in_flight"] is True  # which server, journaled before it left
     journaled = step.payload["handle"]["mcp_input"]
     assert journaled["round"] == 1 and isinstance(journaled["state"], str)  # sealed, as sent
     assert set(journaled["requests"]) == {"confirm"}
@@ -77,7 +79,7 @@ async def test_a_side_effect_waits_for_its_confirmation_and_resumes_with_the_exa
     # Each round once; round 2 reached the tool, so it carried the sealed state byte for byte.
     assert rounds.seen == ["round 1", "round 2", "transfer 5"]
     kinds = [r.kind for r in state.records if r.payload and r.payload.get("call_id") == "c1"]
-    assert kinds == [R.ATTEMPT, R.HANDLE, R.INTERRUPT, R.ANSWER, R.HANDLE, R.RESULT]
+    assert kinds == [R.ATTEMPT, R.HANDLE, R.HANDLE, R.INTERRUPT, R.ANSWER, R.HANDLE, R.RESULT]
     assert state.calls["c1"].message_content() == ([{"type": "text", "text": '{"sent": 5}'}], False)
 
 
@@ -94,7 +96,7 @@ async def test_a_round_in_flight_when_the_drive_stops_halts_and_is_never_sent_ag
     result, _ = await drive(db_path, rounds, resume=True)
     assert result.status is RunStatus.HALTED
     (halt,) = result.halts
-    assert "step 2" in halt.cause and "may have acted" in halt.cause
+    assert "step 3" in halt.cause and "may have acted" in halt.cause
     assert rounds.seen == ["round 1", "round 2"]  # round 2 was not sent again
 
 
@@ -105,7 +107,9 @@ async def test_without_durable_elicitation_a_side_effects_round_is_answered_live
     result, state = await drive(db_path, rounds, durable=False, resolver=decline_elicitation)
     # The resolver declines live, and the server says it was not confirmed.
     assert result.status is RunStatus.COMPLETED
-    assert not [r for r in state.records if r.kind == R.HANDLE]
+    # Only the step naming the server, before the call left: no round was journaled.
+    (step,) = [r.payload["handle"] for r in state.records if r.kind == R.HANDLE]
+    assert set(step) == {"mcp_call"}
     assert rounds.count("transfer") == 0
 
 

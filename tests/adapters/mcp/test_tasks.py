@@ -60,8 +60,11 @@ async def test_the_task_id_is_journaled_before_the_result_and_the_result_comes_b
     result, state = await drive(db_path, extension)
     assert result.status is RunStatus.COMPLETED and result.output == "charged"
     kinds = [r.kind for r in state.records if r.payload and r.payload.get("call_id") == "c1"]
-    assert kinds == [R.ATTEMPT, R.HANDLE, R.RESULT]
-    handle = state.calls["c1"].handles[1][1].payload["handle"]
+    assert kinds == [R.ATTEMPT, R.HANDLE, R.HANDLE, R.RESULT]
+    assert state.calls["c1"].handles[1][1].payload["handle"] == {
+        "mcp_call": {"server": "tasks", "principal": None}
+    }
+    handle = state.calls["c1"].handles[1][2].payload["handle"]
     (task_id,) = extension.tasks
     assert handle == {"mcp_task": task_id, "server": "tasks"}
     content, is_error = state.calls["c1"].message_content()
@@ -77,7 +80,9 @@ async def test_without_the_opt_in_the_server_answers_plainly_and_nothing_is_jour
     result, state = await drive(db_path, extension, tasks=False)
     assert result.status is RunStatus.COMPLETED
     assert extension.seen == ["call-plain charge"]
-    assert not [r for r in state.records if r.kind == R.HANDLE]
+    # Only the step naming the server, before the call left: no task id.
+    (step,) = [r.payload["handle"] for r in state.records if r.kind == R.HANDLE]
+    assert set(step) == {"mcp_call"}
 
 
 async def test_polling_keeps_to_the_servers_interval(db_path: Path) -> None:

@@ -44,7 +44,9 @@ def test_a_host_killed_between_sending_the_call_and_journaling_its_task_id_halts
     host = host_process(*RUN, "--db", str(db), TASK_SERVER=url)
     kill_when(host, ledger, "call")  # the server acted; its task id has not reached the host
     call = load_state(db).calls["c1"]
-    assert call.marker is not None and call.handle is None
+    # Only the in-flight step naming the server: no task id reached the journal.
+    assert call.marker is not None and call.handle is not None and call.handle.in_flight
+    assert set(call.handle.value) == {"mcp_call"}
     resumed = child("resume", "--db", str(db), "r", TASK_SERVER=url)
     assert resumed.code == 4, resumed.err  # halted: the outcome is unknown
     assert count(ledger, "call") == 1  # and never sent again
