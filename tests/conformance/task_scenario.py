@@ -68,11 +68,17 @@ async def one(shape: str, folder: Path) -> str | None:
         server.kill()
         server.wait(timeout=10)
     seen = ledger.read_text().split("\n") if ledger.exists() else []
-    kinds = [r.kind for r in state.records if r.payload and r.payload.get("call_id") == "c1"]
+    records = [r for r in state.records if r.payload and r.payload.get("call_id") == "c1"]
+    kinds = [r.kind for r in records]
+    handles = [r.payload.get("handle") or {} for r in records if r.kind == R.HANDLE]
     if result.status is not RunStatus.COMPLETED:
         return f"the run ended {result.status.value}"
-    if kinds != [R.ATTEMPT, R.HANDLE, R.RESULT]:
-        return f"the call's records were {kinds}, not attempt, task id, result"
+    # The attempt, the step naming the server and principal before the request left, the task
+    # id the server answered, the result.
+    if kinds != [R.ATTEMPT, R.HANDLE, R.HANDLE, R.RESULT]:
+        return f"the call's records were {kinds}, not attempt, server step, task id, result"
+    if "mcp_call" not in handles[0] or not handles[1].get("mcp_task"):
+        return f"the call's steps were {handles}, not the server step then the task id"
     if sum(line.startswith("call ") for line in seen) != 1:
         return "the server did not see the call exactly once"
     if not any(line.startswith("get ") for line in seen):
