@@ -137,6 +137,13 @@ class Hub:
                             follower.wake.set()
                 else:
                     self.committed(run_id)
+        except Exception as exc:
+            # The source is meant never to fail; if it does, say so, and wake every follower:
+            # with no listener (``listens`` is False) they poll the journal instead.
+            log.warning("events_listener_failed", error=f"{type(exc).__name__}: {exc}")
+            for followers in self._followers.values():
+                for follower in followers:
+                    follower.wake.set()
         finally:
             close = getattr(source, "aclose", None)
             if close is not None:
