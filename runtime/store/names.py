@@ -10,6 +10,7 @@ __all__ = [
     "HEAD_REVISION",
     "INDEX_COLUMNS",
     "VERSION_TABLE",
+    "WAKE_COLUMNS",
     "TableNames",
     "leases",
     "records",
@@ -19,13 +20,17 @@ __all__ = [
 FORMAT_VERSION = 1
 """The journal format of a run, written in its header record. A reader refuses any other."""
 
-HEAD_REVISION = "0002"
+HEAD_REVISION = "0003"
 """The schema revision this bide needs: the newest Alembic revision it ships."""
 
 VERSION_TABLE = "bide_alembic_version"
 
-INDEX_COLUMNS = ("status", "agent", "turns", "detail")
+INDEX_COLUMNS = ("status", "agent", "turns", "detail", "due_ms")
 """The columns of ``bide_runs`` a writer may set (``update_index``, ``append(index=)``)."""
+
+WAKE_COLUMNS = ("due_clock", "wake_seq")
+"""The columns of ``bide_runs`` the store sets itself when a run stops to wait or halts
+(``decide``): the clock ``due_ms`` is on, and the highest ``seq`` when it stopped."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +46,19 @@ records = TableNames(
 )
 runs = TableNames(
     "bide_runs",
-    ("run_id", "format", "created_ms", "updated_ms", "status", "agent", "turns", "detail"),
+    (
+        "run_id",
+        "format",
+        "created_ms",
+        "updated_ms",
+        "status",
+        "agent",
+        "turns",
+        "detail",
+        "due_ms",
+        "due_clock",
+        "wake_seq",
+    ),
 )
 leases = TableNames(
     "bide_leases",

@@ -55,8 +55,14 @@ runs = sa.Table(
     sa.Column("agent", sa.Text, nullable=True),
     sa.Column("turns", sa.Integer, nullable=False, server_default="0"),
     sa.Column("detail", sa.Text, nullable=True),
+    # A waiting run is due at ``due_ms`` on the clock ``due_clock`` names (this host's boot on
+    # SQLite; NULL: PostgreSQL's); a record of a waking kind after ``wake_seq`` wakes it.
+    sa.Column("due_ms", sa.BigInteger, nullable=True),
+    sa.Column("due_clock", sa.Text, nullable=True),
+    sa.Column("wake_seq", sa.BigInteger, nullable=True),
     sa.Index("ix_bide_runs_created", "created_ms", "run_id"),
     sa.Index("ix_bide_runs_status_created", "status", "created_ms", "run_id"),
+    sa.Index("ix_bide_runs_status_due", "status", "due_ms"),
 )
 
 leases = sa.Table(
