@@ -60,8 +60,10 @@ def _seconds(seconds: Any, what: str) -> float:
         or seconds < 0
         or seconds > MAX_WAIT_SECONDS
     ):
-        raise ConfigError(
-            f"{what} is a number of seconds from 0 to {MAX_WAIT_SECONDS:.0f}, not {seconds!r}"
+        raise Misuse(
+            ConfigError(
+                f"{what} is a number of seconds from 0 to {MAX_WAIT_SECONDS:.0f}, not {seconds!r}"
+            )
         )
     return float(seconds)
 
@@ -88,8 +90,10 @@ class Waiter:
 
     async def sleep_until(self, when: dt.datetime) -> None:
         if not isinstance(when, dt.datetime) or when.tzinfo is None:
-            raise ConfigError(
-                f"sleep_until() takes a datetime with a time zone (e.g. UTC), not {when!r}"
+            raise Misuse(
+                ConfigError(
+                    f"sleep_until() takes a datetime with a time zone (e.g. UTC), not {when!r}"
+                )
             )
         at = round(when.timestamp() * 1000)
         ms = max(0, at - _wall_ms())
@@ -102,6 +106,8 @@ class Waiter:
         if recorded is None:
             first = await self.drive.store.clock_ms() + ms
             await self._journal(n, {"what": "sleep", "due_ms": first, "at_ms": at})
+            if ms == 0:
+                return  # a time already past: journaled, so every run of the tool meets it
             log.info("run_sleeping", call_id=self.cs.call.id, n=n, due_ms=first)
             raise self._paused(Waiting(kind="timer", due_ms=first, at=wall_iso(at), **self._of()))
         self._same(recorded, "sleep")
@@ -119,7 +125,10 @@ class Waiter:
         expect: Any = Any,
         schema: Mapping[str, Any] | None = None,
     ) -> Any:
-        check_signal_name(name)
+        try:
+            check_signal_name(name)
+        except ConfigError as exc:
+            raise Misuse(exc) from None
         ms = None if timeout is None else round(_seconds(timeout, "receive()'s timeout") * 1000)
         n = self._next("receive()")
         import pydantic  # only a tool that receives needs it
