@@ -112,8 +112,8 @@ class Calls:
                 return await self._side_effect(cs, k, tool, context)
             return await self._retry_safe(cs, k, tool, context)
         except Interrupted as paused:
-            log.info("run_waiting", call_id=call.id, tool=call.name, kind="input")
             waiting: Waiting = paused.waiting
+            log.info("run_waiting", call_id=call.id, tool=call.name, kind=waiting.kind)
             return waiting
         except Misuse as misuse:
             raise misuse.error from None

@@ -35,21 +35,16 @@ from runtime.ownership import boot_id
 from runtime.records import Record
 from runtime.result import Waiting
 from runtime.state import CallState
+from runtime.stops import wall_iso
 from runtime.tools import Interrupted, Safety
 
-__all__ = ["MAX_WAIT_SECONDS", "Waiter", "wall_iso"]
+__all__ = ["MAX_WAIT_SECONDS", "Waiter"]
 
 log = get_logger(__name__)
 
 MAX_WAIT_SECONDS = 366 * 24 * 3600.0
 """The longest a sleep or a receive's timeout may be: a year and a day. Longer is a mistake
 (milliseconds given as seconds, say), refused."""
-
-
-def wall_iso(ms: int) -> str:
-    """A wall-clock time in ms as ISO 8601 UTC, to the second."""
-    moment = dt.datetime.fromtimestamp(ms / 1000, dt.UTC).replace(microsecond=0)
-    return moment.isoformat().replace("+00:00", "Z")
 
 
 def _seconds(seconds: Any, what: str) -> float:
