@@ -123,7 +123,7 @@ async def test_sleep_until_takes_an_aware_time_and_a_time_past_does_not_wait(
         {"text": "done"},
     ]
     agent = Agent(model=ScriptedModel(script), tools=[until])
-    with pytest.raises(ConfigError, match="sleep_until.. takes a datetime with a time zone"):
+    with pytest.raises(ConfigError, match=r"sleep_until\(\) takes a datetime with a time zone"):
         await agent.run("r", "go", journal=journal)
     assert seen == [past]
 
