@@ -23,6 +23,7 @@ NAMES = [
     "reconcile",
     "approve",
     "answer",
+    "signal",
     "keygen",
     "migrate",
     "verify",

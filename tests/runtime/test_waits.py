@@ -261,3 +261,15 @@ async def test_a_worker_drives_a_run_its_signal_woke(journal: Journal) -> None:
                 break
             await asyncio.sleep(0.05)
     assert ledger.executions == [("listen", {"got": [9]}, None)]
+
+
+async def test_a_cancelled_sleeping_run_is_not_woken_by_its_timer(journal: Journal) -> None:
+    ledger = Ledger()
+    agent = sleeper(ledger, 0.2)
+    assert (await agent.run("r", "nap", journal=journal)).status is RunStatus.WAITING
+    await journal.cancel("r", reason="no longer needed")
+    await asyncio.sleep(0.3)
+    assert "r" not in dict(await journal.store.claimable())  # due, but cancelled
+    ended = await agent.resume("r", journal=journal)
+    assert ended.status is RunStatus.CANCELLED
+    assert ledger.count("woke") == 0
