@@ -82,12 +82,14 @@ def touch_runs_sql(n: int) -> str:
 
 @functools.cache
 def update_runs_sql(n: int, update_from: bool) -> str:
-    """Set the index columns whose bit is in ``m`` and ``updated_ms``, for ``n`` runs."""
+    """Set the index columns whose bit is in ``m`` and ``updated_ms``, for ``n`` runs; with
+    ``update_from``, all but ``status`` (``update_status_sql``)."""
     values = f"WITH v(run_id, m, {', '.join(INDEX_COLUMNS)}) AS (VALUES {_rows(6, n)}) "
     if update_from:
         sets = ", ".join(
             f"{c} = CASE WHEN v.m & {1 << i} THEN v.{c} ELSE {_U}.{c} END"
             for i, c in enumerate(INDEX_COLUMNS)
+            if c != "status"
         )
         return f"{values}UPDATE {_U} SET {sets}, updated_ms = ? FROM v WHERE {_U}.run_id = v.run_id"
     this = f"FROM v WHERE v.run_id = {_U}.run_id"
@@ -96,6 +98,19 @@ def update_runs_sql(n: int, update_from: bool) -> str:
         for i, c in enumerate(INDEX_COLUMNS)
     )
     return f"{values}UPDATE {_U} SET {sets}, updated_ms = ? WHERE run_id IN (SELECT run_id FROM v)"
+
+
+@functools.cache
+def update_status_sql(n: int) -> str:
+    """Set the status of ``n`` runs, only where it changes.
+
+    An UPDATE that names ``status`` rewrites the entry of the status index even when the value
+    is the same: one more page in the WAL, written and synced, on every step of a run (each
+    turn says the run is running)."""
+    return (
+        f"WITH v(run_id, status) AS (VALUES {_rows(2, n)}) UPDATE {_U} SET status = v.status "
+        f"FROM v WHERE {_U}.run_id = v.run_id AND {_U}.status IS NOT v.status"
+    )
 
 
 MAX_CHUNK = 256
@@ -168,6 +183,7 @@ def _update_runs(
     """Set each touched run's changed index columns (the batch's last value) and updated_ms."""
     touched: list[Any] = []
     changed: list[Any] = []  # flat: run_id, mask of the columns set, then the four columns
+    statuses: list[Any] = []  # flat: run_id, status (UPDATE ... FROM only)
     for run_id, fields in index.items():
         if not fields:
             touched.append(run_id)
@@ -177,6 +193,8 @@ def _update_runs(
             mask |= _MASK[column]
         get = fields.get
         changed += (run_id, mask, get("status"), get("agent"), get("turns"), get("detail"))
+        if "status" in fields:
+            statuses += (run_id, fields["status"])
     for part in _padded(touched, 1, chunk_rows(limit, 1)):
         conn.execute(touch_runs_sql(len(part)), [now, *part])
     # Without UPDATE ... FROM each row is found by a scan of the VALUES list: keep lists short.
@@ -184,6 +202,9 @@ def _update_runs(
     for part in _padded(changed, 6, rows):
         part.append(now)
         conn.execute(update_runs_sql(len(part) // 6, UPDATE_FROM), part)
+    if UPDATE_FROM:
+        for part in _padded(statuses, 2, chunk_rows(limit, 2)):
+            conn.execute(update_status_sql(len(part) // 2), part)
 
 
 def _padded(values: list[Any], width: int, rows: int) -> Iterator[list[Any]]:
