@@ -48,6 +48,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "runtime.functions",
             "runtime.ownership",
             "runtime.jsontext",
+            "runtime.argcheck",
             "runtime.tracing",
             "runtime.logs",
             "runtime.events.types",

@@ -8,11 +8,12 @@ those of ``docs/guarantee.md``, and these modules are their one implementation.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import cached_property
 from typing import Any, Generic, TypeVar, cast, overload
 
 from runtime.approval import ApprovalPolicy
+from runtime.argcheck import flat_check
 from runtime.children import ChildTool
 from runtime.errors import (
     ConfigError,
@@ -155,6 +156,7 @@ class Agent(Generic[OutputT]):
         self._retrying_model = RetryingModel(model, self.model_retry)
         self.tools: dict[str, Tool] = {}
         self._validators: dict[str, Any] = {}
+        self._accepts: dict[str, Callable[[Mapping[str, Any]], bool] | None] = {}
         for t in tools:
             # A @tool's schemas are pydantic's and built when first needed (a drive that only
             # replays never needs them); every other tool's are checked now.
@@ -324,6 +326,11 @@ class Agent(Generic[OutputT]):
         if validator is None:
             spec = self.tools[tool].spec
             validator = self._validators[tool] = _validator(spec.name, spec.input_schema)
+        if tool not in self._accepts:
+            self._accepts[tool] = flat_check(self.tools[tool].spec.input_schema)
+        accepts = self._accepts[tool]
+        if accepts is not None and accepts(arguments):
+            return None  # what jsonschema would say, without walking it (argcheck.py)
         error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
         if error is None:
             return None

@@ -97,6 +97,8 @@ def unstorable_text(text: object, *, name: str = "id") -> str | None:
     what it holds): a string of valid Unicode without a NUL, which PostgreSQL's ``text`` cannot
     hold (SQLite could, so it is refused on both backends alike).
     """
+    if type(text) is str and text.isascii() and "\x00" not in text:
+        return None  # the common case, checked on every append: keys, kinds, guards
     if not isinstance(text, str):
         return f"{name}: {type(text).__name__} is not a string"
     at = text.find("\x00")

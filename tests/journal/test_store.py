@@ -12,6 +12,7 @@ import pytest
 
 from runtime.errors import ConfigError, FormatError, StorageError
 from runtime.journal import Entry, SQLiteStore, Store
+from runtime.ownership import Owner
 from runtime.store.postgres import PostgresStore
 from runtime.testing import MemoryStore
 
@@ -333,3 +334,45 @@ async def test_an_index_update_guarded_by_a_key_changes_nothing_once_that_key_ex
     await store.update_index("r", unless="end", status="halted", detail={"x": 1})
     row = await store.run_row("r")
     assert row is not None and (row.status, row.detail) == ("completed", None)
+
+
+async def test_an_unchanged_status_is_not_written_again_and_a_changed_one_clears_the_wait(
+    db_path: Path,
+) -> None:
+    """SQLite writes a run's status and its wait's columns (indexed) only where one changes: a
+    turn that says "running" again rewrites no index page; a new status sets them all."""
+    from runtime.store.sqlite import batch
+
+    async with await SQLiteStore.open(db_path) as store:
+        lease = await store.acquire("r", Owner.here(), ttl=15)
+        await store.create_run("r", epoch=lease.epoch)
+        await store.update_index("r", epoch=lease.epoch, status="waiting", due_ms=5, wake_seq=1)
+        conn = sqlite3.connect(db_path)
+        try:
+            row = "SELECT status, due_ms, due_clock IS NOT NULL, wake_seq FROM bide_runs"
+            assert conn.execute(row).fetchone() == ("waiting", 5, True, 1)
+            if not batch.UPDATE_FROM:
+                pytest.skip("this SQLite has no UPDATE ... FROM: one statement sets every column")
+            mask = sum(batch._MASK[c] for c in batch._STOP_COLUMNS)
+            same = [
+                "r",
+                mask,
+                "waiting",
+                5,
+                conn.execute("SELECT due_clock FROM bide_runs").fetchone()[0],
+                1,
+            ]
+            before = conn.total_changes
+            conn.execute(batch.update_stop_sql(1), same)
+            assert conn.total_changes == before  # the same values: no row written
+            conn.execute(batch.update_stop_sql(1), [*same[:3], 6, *same[4:]])
+            assert conn.total_changes == before + 1
+            conn.rollback()
+        finally:
+            conn.close()
+        await store.update_index("r", epoch=lease.epoch, status="running")
+        conn = sqlite3.connect(db_path)
+        try:
+            assert conn.execute(row).fetchone() == ("running", None, False, None)
+        finally:
+            conn.close()

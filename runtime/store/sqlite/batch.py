@@ -28,6 +28,7 @@ __all__ = [
     "insert_records_sql",
     "probe_sql",
     "touch_runs_sql",
+    "update_stop_sql",
 ]
 
 # A batch's rows go into a few
@@ -40,6 +41,10 @@ INDEX_COLUMNS = names.INDEX_COLUMNS + names.WAKE_COLUMNS
 _RUN_COLUMNS = ("run_id", "format", "created_ms", "updated_ms", *INDEX_COLUMNS)
 _WIDTH = 2 + len(INDEX_COLUMNS)
 """Values per row of an index update: the run, the mask of the columns set, each column."""
+_STOP_COLUMNS = ("status", "due_ms", "due_clock", "wake_seq")
+"""The indexed columns a status sets (``decide.stopped``): written by a statement of their own
+(``update_stop_sql``), and only where one changes."""
+_STOP_WIDTH = 2 + len(_STOP_COLUMNS)
 
 UPDATE_FROM = sqlite3.sqlite_version_info >= (3, 33, 0)
 """SQLite understands ``UPDATE ... FROM`` (older versions take a slower correlated update)."""
@@ -87,12 +92,14 @@ def touch_runs_sql(n: int) -> str:
 
 @functools.cache
 def update_runs_sql(n: int, update_from: bool) -> str:
-    """Set the index columns whose bit is in ``m`` and ``updated_ms``, for ``n`` runs."""
+    """Set the index columns whose bit is in ``m`` and ``updated_ms``, for ``n`` runs; with
+    ``update_from``, all but the status and the wait's columns (``update_stop_sql``)."""
     values = f"WITH v(run_id, m, {', '.join(INDEX_COLUMNS)}) AS (VALUES {_rows(_WIDTH, n)}) "
     if update_from:
         sets = ", ".join(
             f"{c} = CASE WHEN v.m & {1 << i} THEN v.{c} ELSE {_U}.{c} END"
             for i, c in enumerate(INDEX_COLUMNS)
+            if c not in _STOP_COLUMNS
         )
         return f"{values}UPDATE {_U} SET {sets}, updated_ms = ? FROM v WHERE {_U}.run_id = v.run_id"
     this = f"FROM v WHERE v.run_id = {_U}.run_id"
@@ -103,12 +110,30 @@ def update_runs_sql(n: int, update_from: bool) -> str:
     return f"{values}UPDATE {_U} SET {sets}, updated_ms = ? WHERE run_id IN (SELECT run_id FROM v)"
 
 
+@functools.cache
+def update_stop_sql(n: int) -> str:
+    """Set the status and the wait's columns of ``n`` runs (those whose bit is in ``m``), only
+    where one of them changes.
+
+    An UPDATE that names an indexed column rewrites its index entries even when the value is
+    the same: a page more in the WAL, written and synced, on every step of a run (each turn
+    says the run is running)."""
+    new = {c: f"CASE WHEN v.m & {_MASK[c]} THEN v.{c} ELSE {_U}.{c} END" for c in _STOP_COLUMNS}
+    sets = ", ".join(f"{c} = {new[c]}" for c in _STOP_COLUMNS)
+    same = " AND ".join(f"{_U}.{c} IS {new[c]}" for c in _STOP_COLUMNS)
+    return (
+        f"WITH v(run_id, m, {', '.join(_STOP_COLUMNS)}) AS (VALUES {_rows(_STOP_WIDTH, n)}) "
+        f"UPDATE {_U} SET {sets} FROM v WHERE {_U}.run_id = v.run_id AND NOT ({same})"
+    )
+
+
 MAX_CHUNK = 256
 """Rows per multi-row statement at most (fewer if the host allows fewer parameters). A prepared
 1,024-row insert holds ~1.3 MB in the statement cache; 256 rows keep the cache near 1 MB in all
 for a few more statements per large batch."""
 
 _MASK = {c: 1 << i for i, c in enumerate(INDEX_COLUMNS)}
+_STOPS = sum(_MASK[c] for c in _STOP_COLUMNS)
 
 
 @functools.cache
@@ -175,6 +200,7 @@ def _update_runs(
     """Set each touched run's changed index columns (the batch's last value) and updated_ms."""
     touched: list[Any] = []
     changed: list[Any] = []  # flat: run_id, mask of the columns set, then each column
+    stops: list[Any] = []  # flat: run_id, mask, then the status and the wait's columns
     for run_id, fields in index.items():
         if not fields:
             touched.append(run_id)
@@ -185,6 +211,9 @@ def _update_runs(
         get = fields.get
         changed += (run_id, mask)
         changed += [get(c) for c in INDEX_COLUMNS]
+        if UPDATE_FROM and mask & _STOPS:
+            stops += (run_id, mask)
+            stops += [get(c) for c in _STOP_COLUMNS]
     for part in _padded(touched, 1, chunk_rows(limit, 1)):
         conn.execute(touch_runs_sql(len(part)), [now, *part])
     # Without UPDATE ... FROM each row is found by a scan of the VALUES list: keep lists short.
@@ -192,6 +221,8 @@ def _update_runs(
     for part in _padded(changed, _WIDTH, rows):
         part.append(now)
         conn.execute(update_runs_sql(len(part) // _WIDTH, UPDATE_FROM), part)
+    for part in _padded(stops, _STOP_WIDTH, chunk_rows(limit, _STOP_WIDTH)):
+        conn.execute(update_stop_sql(len(part) // _STOP_WIDTH), part)
 
 
 def _padded(values: list[Any], width: int, rows: int) -> Iterator[list[Any]]:
