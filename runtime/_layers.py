@@ -124,6 +124,7 @@ PUBLIC_MODULES = frozenset(
         "runtime",
         "runtime.agent",
         "runtime.approval",
+        "runtime.children",
         "runtime.errors",
         "runtime.events",
         "runtime.functions",

@@ -1,6 +1,7 @@
 """Agents SDK agents for the adapter's tests: real SDK code, only the model scripted (the SDK's
 ``agents.testing.ScriptedModel``, each step answering from the call's input, so a fresh process
-answers right). The CLI rebuilds ``billing`` as ``tests.adapters.openai_agents.sdk_agents:billing``.
+answers right). The CLI rebuilds ``billing`` as ``tests.adapters.openai_agents.sdk_agents:billing``,
+and ``triage`` (which hands off to the same billing agent) as ``...:triage``.
 
 ``$BIDE_SDK_LEDGER`` is the provider's ledger; with ``$BIDE_SDK_DROP_REPLY`` set the charge is
 made and its reply then lost.
@@ -18,6 +19,7 @@ from adapters.openai_agents import DurableSDKAgent, call_context
 from runtime import Safety
 
 SPEC = "tests.adapters.openai_agents.sdk_agents:billing"
+TRIAGE_SPEC = "tests.adapters.openai_agents.sdk_agents:triage"
 
 
 def outputs(call: ModelCall) -> dict[str, str]:
@@ -70,3 +72,19 @@ sdk_agent = Agent(
     tools=[lookup, charge],
 )
 billing = DurableSDKAgent(sdk_agent, tools={"lookup": Safety.READ_ONLY})
+
+
+def hand_to_billing(call: ModelCall) -> Any:
+    return [
+        assistant_message("Billing will take it from here.", item_id="msg_hand"),
+        function_call("transfer_to_billing", {}, call_id="call_hand"),
+    ]
+
+
+triage_agent = Agent(
+    name="triage",
+    instructions="Route the customer.",
+    model=ScriptedModel([ModelStep.respond(hand_to_billing) for _ in range(50)]),
+    handoffs=[sdk_agent],
+)
+triage = DurableSDKAgent(triage_agent, tools={"lookup": Safety.READ_ONLY})
