@@ -6,11 +6,11 @@ runs and halts when its outcome is unknown. Nothing here imports LangGraph."""
 
 from __future__ import annotations
 
-import contextvars
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from adapters._calls import CallSlot
 from runtime import Agent, AssistantTurn, Message, ToolCall
 from runtime.errors import ConfigError, ProtocolError
 from runtime.messages import ToolResultMessage, UserMessage
@@ -22,18 +22,13 @@ Runner = Callable[[ToolContext], Awaitable[Any]]
 """Runs the LangGraph tool of one call (given bide's context of it) and returns its result as
 JSON data."""
 
-_CURRENT: contextvars.ContextVar[ToolContext | None] = contextvars.ContextVar(
-    "bide_langgraph_call", default=None
-)
+_SLOT = CallSlot("bide_langgraph_call", inside="a tool bide's guard runs")
 
 
 def call_context() -> ToolContext:
     """bide's context of the guarded tool call running now: its ``idempotency_key`` (the same
     on every attempt), ``run_id`` and ``call_id``. Only inside a tool the guard runs."""
-    context = _CURRENT.get()
-    if context is None:
-        raise ConfigError("call_context() is only available inside a tool bide's guard runs")
-    return context
+    return _SLOT.current()
 
 
 def call_input(call_id: str, tool: str, arguments: Any) -> str:
@@ -76,11 +71,8 @@ class _GuardedTool:
     async def call(self, arguments: Mapping[str, Any], context: ToolContext | None = None) -> Any:
         if context is None or context.run_id not in self.runners:
             raise ConfigError(f"tool {self.spec.name} runs only through bide's LangGraph guard")
-        token = _CURRENT.set(context)
-        try:
+        with _SLOT.holding(context):
             return await self.runners[context.run_id](context)
-        finally:
-            _CURRENT.reset(token)
 
 
 def call_agent(name: str, safety: Safety, runners: Mapping[str, Runner]) -> Agent[Any]:

@@ -21,6 +21,7 @@ from langgraph.config import get_config
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
+from adapters._calls import safeties
 from adapters.langgraph.calls import Runner, call_agent, call_input
 from runtime import Agent, Halt, Journal, RunStatus
 from runtime.children import child_run_id
@@ -70,11 +71,7 @@ class ToolGuard:
     """
 
     def __init__(self, db: str | Path, *, tools: Mapping[str, Safety] | None = None):
-        self.safety: dict[str, Safety] = {}
-        for name, safety in (tools or {}).items():
-            if not isinstance(safety, Safety):
-                raise ConfigError(f"tool {name}: give a runtime.Safety, not {safety!r}")
-            self.safety[name] = safety
+        self.safety = safeties(tools)
         self.db = db
         self._agents: dict[tuple[str, Safety], Agent[Any]] = {}
         self._runners: dict[str, Runner] = {}

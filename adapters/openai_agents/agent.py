@@ -12,6 +12,7 @@ from agents.models.interface import Model as SDKModel
 from agents.models.multi_provider import MultiProvider
 from agents.tool import FunctionTool
 
+from adapters._calls import safeties
 from adapters.openai_agents.handoffs import HandoffTool, target_of
 from adapters.openai_agents.model import AgentsSDKModel
 from adapters.openai_agents.tools import AgentsSDKTool
@@ -55,10 +56,7 @@ class DurableSDKAgent(Agent[Any]):
         if not isinstance(agent, SDKAgent):
             raise ConfigError(f"DurableSDKAgent wraps an agents.Agent, got {agent!r}")
         _refuse_unsupported(agent)
-        policies = dict(tools or {})
-        for name, safety in policies.items():
-            if not isinstance(safety, Safety):
-                raise ConfigError(f"tool {name}: give a runtime.Safety, not {safety!r}")
+        policies = safeties(tools)
         chain = (*_handed, agent)
         handoffs: list[HandoffTool] = []
         for entry in agent.handoffs:

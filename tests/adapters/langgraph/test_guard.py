@@ -39,13 +39,6 @@ class Provider:
         self.drop_reply = False
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "postgres":
-        return str(request.getfixturevalue("pg_url"))
-    return str(tmp_path / "bide.db")
-
-
 @pytest.fixture
 def provider() -> Provider:
     return Provider()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,31 +21,17 @@ from tests.adapters.openai_agents.sdk_agents import (
     SPEC,
     TRIAGE_SPEC,
     billing,
-    ledger_lines,
     triage,
 )
+from tests.adapters.provider import DROP_REPLY, LEDGER, ledger_lines
 from tests.cli.invoke import child
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "postgres":
-        return str(request.getfixturevalue("pg_url"))
-    return str(tmp_path / "bide.db")
-
-
-@pytest.fixture
-def ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    path = tmp_path / "ledger.txt"
-    monkeypatch.setenv("BIDE_SDK_LEDGER", str(path))
-    yield path
 
 
 async def test_a_lost_reply_halts_and_the_cli_resolves_and_resumes_it(
     db: str, ledger: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The SDK would turn the tool's exception into a message and go on; bide halts instead."""
-    monkeypatch.setenv("BIDE_SDK_DROP_REPLY", "1")
+    monkeypatch.setenv(DROP_REPLY, "1")
     async with Journal(db) as journal:
         result = await billing.run("inv-1", "Charge ann 5.00", journal=journal, spec=SPEC)
         assert result.status is RunStatus.HALTED
@@ -54,8 +39,8 @@ async def test_a_lost_reply_halts_and_the_cli_resolves_and_resumes_it(
         again = await billing.resume("inv-1", journal=journal)
         assert again.status is RunStatus.HALTED
     assert len(ledger_lines()) == 1
-    monkeypatch.delenv("BIDE_SDK_DROP_REPLY")
-    env = {"BIDE_SDK_LEDGER": str(ledger)}
+    monkeypatch.delenv(DROP_REPLY)
+    env = {LEDGER: str(ledger)}
     resolved = child(
         "resolve", "inv-1", "call_charge", "--succeeded", '"charged 500"',
         "--evidence", "provider ledger", "--by", "oncall", "--db", db, **env,
@@ -77,7 +62,7 @@ async def test_a_handoff_is_a_child_run_whose_halt_the_cli_resolves(
     its lost charge reply halts the child, the parent waits on it; the CLI resolves the child's
     call and resumes the parent, which drives the child on; the charge fired once and the
     child's answer is the parent's."""
-    monkeypatch.setenv("BIDE_SDK_DROP_REPLY", "1")
+    monkeypatch.setenv(DROP_REPLY, "1")
     async with Journal(db) as journal:
         result = await triage.run("t-1", "Charge ann 5.00", journal=journal, spec=TRIAGE_SPEC)
         assert result.status is RunStatus.WAITING
@@ -87,8 +72,8 @@ async def test_a_handoff_is_a_child_run_whose_halt_the_cli_resolves(
         assert handed[0] == {"content": "Charge ann 5.00", "role": "user"}
         assert handed[-1]["output"] == '{"assistant": "billing"}'
     assert len(ledger_lines()) == 1
-    monkeypatch.delenv("BIDE_SDK_DROP_REPLY")
-    env = {"BIDE_SDK_LEDGER": str(ledger)}
+    monkeypatch.delenv(DROP_REPLY)
+    env = {LEDGER: str(ledger)}
     resolved = child(
         "resolve", "t-1/call_hand", "call_charge", "--succeeded", '"charged 500"',
         "--by", "oncall", "--db", db, **env,
