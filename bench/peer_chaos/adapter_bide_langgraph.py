@@ -72,9 +72,29 @@ def _graph(guard: ToolGuard, conn: sqlite3.Connection) -> Any:
     return builder.compile(checkpointer=SqliteSaver(conn))
 
 
-async def _reconcile(workdir: str, run_id: str) -> list[str]:
-    async with Journal(db(workdir)) as journal:
-        return await reconcile(journal, run_id, os.environ["CHAOS_LEDGER"])
+def reconcile_sync(workdir: str, run_id: str) -> list[str]:
+    """The ledger reconciler on the halted guarded call's run, from a journal of its own."""
+
+    async def settle() -> list[str]:
+        async with Journal(db(workdir)) as journal:
+            return await reconcile(journal, run_id, os.environ["CHAOS_LEDGER"])
+
+    return asyncio.run(settle())
+
+
+def guard_statuses(workdir: str, run_id: str) -> dict[str, Any]:
+    """The status of each guarded call's run of the thread ``run_id``."""
+    if pg() is None and not os.path.exists(db(workdir)):
+        return {}
+
+    async def statuses() -> dict[str, Any]:
+        async with Journal(db(workdir)) as journal:
+            return {
+                call: await journal.status(guard_run_id(run_id, call))
+                for call in ("call_lookup", "call_charge")
+            }
+
+    return asyncio.run(statuses())
 
 
 def attempt(workdir: str, run_id: str, attempt_no: int) -> str:
@@ -98,7 +118,7 @@ def attempt(workdir: str, run_id: str, attempt_no: int) -> str:
                 except ToolHalted as halted:
                     first = False
                     W.trace(f"HALTED {halted.run_id}")
-                    said = asyncio.run(_reconcile(workdir, str(halted.run_id)))
+                    said = reconcile_sync(workdir, str(halted.run_id))
                     W.trace(f"RECONCILED {said}")
             else:
                 raise AssertionError("still halted after 5 reconciliations")
@@ -115,14 +135,5 @@ def charge_recorded(workdir: str, run_id: str) -> bool:
 
 def store_summary(workdir: str, run_id: str) -> dict[str, Any]:
     summary: dict[str, Any] = plain.store_summary(workdir, run_id)
-
-    async def statuses() -> dict[str, Any]:
-        async with Journal(db(workdir)) as journal:
-            return {
-                call: await journal.status(guard_run_id(run_id, call))
-                for call in ("call_lookup", "call_charge")
-            }
-
-    if pg() is not None or os.path.exists(db(workdir)):
-        summary["bide"] = asyncio.run(statuses())
+    summary["bide"] = guard_statuses(workdir, run_id)
     return summary
