@@ -23,7 +23,7 @@ from typing import Any
 
 import adapter_langgraph_graph as plain
 import workload as W
-from bide_chaos_common import db, pg, reconcile
+from bide_chaos_common import db, pg, reconcile, run_status
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -83,18 +83,10 @@ def reconcile_sync(workdir: str, run_id: str) -> list[str]:
 
 
 def guard_statuses(workdir: str, run_id: str) -> dict[str, Any]:
-    """The status of each guarded call's run of the thread ``run_id``."""
-    if pg() is None and not os.path.exists(db(workdir)):
-        return {}
-
-    async def statuses() -> dict[str, Any]:
-        async with Journal(db(workdir)) as journal:
-            return {
-                call: await journal.status(guard_run_id(run_id, call))
-                for call in ("call_lookup", "call_charge")
-            }
-
-    return asyncio.run(statuses())
+    """The status of each guarded call's run of the thread ``run_id``. Read without a Journal:
+    the harness calls this in its parent, which then forks, and a fork must not inherit an
+    engine's threads."""
+    return {c: run_status(workdir, guard_run_id(run_id, c)) for c in ("call_lookup", "call_charge")}
 
 
 def attempt(workdir: str, run_id: str, attempt_no: int) -> str:

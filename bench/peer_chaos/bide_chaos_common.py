@@ -84,6 +84,14 @@ def charge_recorded(workdir: str, run_id: str) -> bool:
     return any(k.startswith("result/call_charge/") for (k,) in keys)
 
 
+def run_status(workdir: str, run_id: str) -> str | None:
+    """The status the journal's index holds for ``run_id`` (``None``: no such run)."""
+    if pg() is None and not os.path.exists(db(workdir)):
+        return None
+    rows = _rows(workdir, "select status from bide_runs where run_id = ?", (run_id,))
+    return str(rows[0][0]) if rows else None
+
+
 def store_summary(workdir: str, run_id: str) -> dict[str, Any]:
     if pg() is None and not os.path.exists(db(workdir)):
         return {"db": None}
