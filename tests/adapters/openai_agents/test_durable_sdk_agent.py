@@ -152,6 +152,24 @@ async def test_an_output_type_is_bides_typed_output(tmp_path: Path) -> None:
     assert len(asked) == 2 and asked[0]["required"] == ["cents", "currency"]
 
 
+async def test_a_handoff_gives_the_targets_typed_answer(tmp_path: Path) -> None:
+    """With an output_type, the target's validated answer is the parent's output."""
+    quoter = Agent(
+        name="quoter",
+        model=ScriptedModel([[assistant_message('{"cents": 250, "currency": "EUR"}')]]),
+        output_type=Quote,
+    )
+    desk = Agent(
+        name="desk",
+        model=ScriptedModel([[function_call("transfer_to_quoter", {}, call_id="h")]]),
+        handoffs=[quoter],
+        output_type=Quote,
+    )
+    async with Journal(tmp_path / "bide.db") as journal:
+        done = await DurableSDKAgent(desk).run("d1", "Quote it", journal=journal)
+    assert (done.status, done.output) == (RunStatus.COMPLETED, Quote(250, "EUR"))
+
+
 def test_what_is_not_supported_is_refused_when_built() -> None:
     model = ScriptedModel([])
     b = Agent(name="b", model=model)
