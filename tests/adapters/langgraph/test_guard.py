@@ -119,6 +119,8 @@ def test_a_lost_reply_halts_across_replays_until_the_cli_resolves_it(
         assert len(provider.charges) == 1
         listed = child("list", "--db", db)
         assert listed.code == 0 and run_id in listed.out and "halted" in listed.out
+        shown = child("show", run_id, "--db", db)
+        assert "halted" in shown.out and "c_charge" in shown.out, shown.err + shown.out
         resolved = child(
             "resolve", run_id, "c_charge", "--succeeded", '"charged 500"',
             "--by", "oncall", "--db", db,
