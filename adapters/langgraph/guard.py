@@ -179,13 +179,16 @@ class ToolGuard:
             raise ConfigError(f"tool call {name} has no id: the guard keys calls by their id")
         run_id = guard_run_id(thread, call_id)
         agent = self._agent(name)
+        # Two drives of one call in this process (two invocations of a thread at once) run
+        # the same call: either's runner serves, and the lease lets one of them drive.
         self._runners[run_id] = run
         try:
             result = await agent.run(
                 run_id, call_input(call_id, name, call["args"]), journal=journal, wait=WAIT
             )
         finally:
-            self._runners.pop(run_id, None)
+            if self._runners.get(run_id) is run:
+                del self._runners[run_id]
         if result.status is RunStatus.HALTED:
             raise ToolHalted(run_id, result.halts[0])
         if result.status is not RunStatus.COMPLETED:
