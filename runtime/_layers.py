@@ -126,6 +126,7 @@ PUBLIC_MODULES = frozenset(
         "runtime",
         "runtime.agent",
         "runtime.approval",
+        "runtime.children",
         "runtime.errors",
         "runtime.events",
         "runtime.functions",

@@ -22,6 +22,7 @@ from runtime.errors import ConfigError, RunBusy, ToolError, ToolOutcomeUnknown
 from runtime.limits import Outer, spent
 from runtime.logs import get_logger
 from runtime.result import RunResult, RunStatus
+from runtime.state import RunState
 from runtime.tools import Safety, ToolContext, ToolSpec
 from runtime.tree import spent_below
 
@@ -111,14 +112,30 @@ class ChildTool:
         # Journaled before the child starts (for a child that may act): from here a crash
         # resumes the child through ``resume``, never halts blindly, never starts a second one.
         await context.record_handle({"child_run": child})
-        return await self._drive(parent, child, str(arguments.get("input", "")), context)
+        return await self._drive(
+            parent, child, self.child_input(arguments, parent.state, context), context
+        )
+
+    def child_input(
+        self, arguments: Mapping[str, Any], parent: RunState, context: ToolContext
+    ) -> str:
+        """The child run's input for this call: the same on every drive of the call (the
+        child's start pins it). Here the call's ``input`` argument; a subclass (an adapter's
+        handoff) may derive it from the parent run's recorded state instead."""
+        return str(arguments.get("input", ""))
+
+    def value(self, child: str, result: RunResult[Any]) -> Any:
+        """What the call returns for a completed child: its run id and output."""
+        return {"child_run": child, "output": result.output}
 
     async def resume(self, handle: Any, arguments: Mapping[str, Any], context: ToolContext) -> Any:
         parent: RunDrive | None = driving.get()
         child = handle.get("child_run") if isinstance(handle, Mapping) else None
         if parent is None or not isinstance(child, str):
             raise ToolOutcomeUnknown(f"{self.spec.name}: no child run to resume from {handle!r}")
-        return await self._drive(parent, child, str(arguments.get("input", "")), context)
+        return await self._drive(
+            parent, child, self.child_input(arguments, parent.state, context), context
+        )
 
     async def cancel_handle(self, handle: Any, context: ToolContext) -> None:
         """The parent is cancelled: cancel the child run (it ends when next driven)."""
@@ -150,7 +167,7 @@ class ChildTool:
     async def _outcome(self, child: str, result: RunResult[Any], context: ToolContext) -> Any:
         status = result.status
         if status is RunStatus.COMPLETED:
-            return {"child_run": child, "output": result.output}
+            return self.value(child, result)
         if status is RunStatus.FAILED:
             raise ToolError(f"child run {child} failed: {result.error}")
         if status is RunStatus.CANCELLED:

@@ -1,5 +1,5 @@
-"""OpenAI Agents SDK agents run durably by bide (``bide[openai-agents]``); a first part: function
-tools, approvals, str output. Handoffs, structured output and guardrails are refused."""
+"""OpenAI Agents SDK agents run durably by bide (``bide[openai-agents]``): function tools,
+approvals, handoffs as durable child runs, typed output. Guardrails are refused."""
 
 from adapters.openai_agents.agent import DurableSDKAgent
 from adapters.openai_agents.model import AgentsSDKModel

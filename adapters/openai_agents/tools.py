@@ -3,7 +3,6 @@ parses its arguments and calls the user's function."""
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
 import json
 from collections.abc import Callable, Mapping
@@ -14,24 +13,20 @@ from agents.tool import FunctionTool
 from agents.tool_context import ToolContext as SDKToolContext
 from agents.usage import Usage
 
+from adapters._calls import CallSlot
 from runtime.approval import single_approval
 from runtime.errors import ConfigError, ToolArgumentsError
 from runtime.tools import Safety, ToolContext, ToolSpec
 
 __all__ = ["AgentsSDKTool", "call_context"]
 
-_CURRENT: contextvars.ContextVar[ToolContext | None] = contextvars.ContextVar(
-    "bide_openai_agents_call", default=None
-)
+_SLOT = CallSlot("bide_openai_agents_call", inside="a tool a DurableSDKAgent runs")
 
 
 def call_context() -> ToolContext:
     """bide's context of the tool call running now (its ``idempotency_key``, ``run_id``,
-    ``call_id``); only inside a tool a ``DurableRunner``-built agent runs."""
-    context = _CURRENT.get()
-    if context is None:
-        raise ConfigError("call_context() is only available inside a tool bide runs")
-    return context
+    ``call_id``); only inside a tool a ``DurableSDKAgent`` runs."""
+    return _SLOT.current()
 
 
 class AgentsSDKTool:
@@ -69,13 +64,11 @@ class AgentsSDKTool:
             tool_call_id=context.call_id if context is not None else "",
             tool_arguments=text,
         )
-        token = _CURRENT.set(context)
         try:
-            value = await self.raw.on_invoke_tool(sdk_context, text)
+            with _SLOT.holding(context):
+                value = await self.raw.on_invoke_tool(sdk_context, text)
         except ModelBehaviorError as exc:
             raise ToolArgumentsError(f"{self.spec.name}: {exc}") from exc
-        finally:
-            _CURRENT.reset(token)
         try:
             json.dumps(value)
         except (TypeError, ValueError):

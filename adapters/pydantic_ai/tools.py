@@ -3,7 +3,6 @@ Pydantic AI validates its arguments and calls the user's function through its to
 
 from __future__ import annotations
 
-import contextvars
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -16,15 +15,14 @@ from pydantic_ai.tools import RunContext, ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.usage import RunUsage
 
+from adapters._calls import CallSlot
 from runtime.approval import single_approval
 from runtime.errors import ConfigError, ToolArgumentsError, ToolError, UnknownToolError
 from runtime.tools import Safety, ToolContext, ToolSpec
 
 __all__ = ["PydanticAITool", "ToolPolicy", "call_context"]
 
-_CURRENT: contextvars.ContextVar[ToolContext | None] = contextvars.ContextVar(
-    "bide_pydantic_ai_call", default=None
-)
+_SLOT = CallSlot("bide_pydantic_ai_call", inside="a tool a DurableAgent runs")
 
 
 def call_context() -> ToolContext:
@@ -34,10 +32,7 @@ def call_context() -> ToolContext:
     Call it inside a Pydantic AI tool that a ``DurableAgent`` runs; anywhere else it raises
     ``ConfigError``.
     """
-    context = _CURRENT.get()
-    if context is None:
-        raise ConfigError("call_context() is only available inside a tool a DurableAgent runs")
-    return context
+    return _SLOT.current()
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,13 +105,11 @@ class PydanticAITool:
                 validated = found.args_validator.validate_python(dict(arguments))
             except ValidationError as exc:
                 raise ToolArgumentsError(f"{name}: {exc}") from exc
-            token = _CURRENT.set(context)
             try:
-                value = await self.toolset.call_tool(name, validated, ctx, found)
+                with _SLOT.holding(context):
+                    value = await self.toolset.call_tool(name, validated, ctx, found)
             except ModelRetry as exc:
                 raise ToolError(exc.message) from exc
             except ToolFailed as exc:
                 raise ToolError(str(exc)) from exc
-            finally:
-                _CURRENT.reset(token)
         return pydantic_core.to_jsonable_python(value)

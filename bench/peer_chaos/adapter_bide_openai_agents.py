@@ -22,10 +22,10 @@ from agents.items import ModelResponse
 from agents.models.interface import Model
 from agents.testing import assistant_message, function_call
 from agents.usage import Usage
-from bide_chaos_common import CTX, charge_recorded, db, reconcile, store_summary
+from bide_chaos_common import CTX, charge_recorded, drive, store_summary
 
 from adapters.openai_agents import DurableSDKAgent, call_context
-from runtime import Journal, RunStatus, Safety
+from runtime import Safety
 
 __all__ = ["attempt", "charge_recorded", "store_summary", "version"]
 
@@ -96,24 +96,9 @@ agent = Agent(
 durable = DurableSDKAgent(agent, tools={"lookup": Safety.READ_ONLY})
 
 
-async def _attempt(workdir: str, run_id: str) -> str:
-    async with Journal(db(workdir)) as journal:
-        state = await journal.state(run_id)
-        W.trace("START_NEW" if state is None else f"RESUME status={state.status()}")
-        result = await durable.run(run_id, INPUT, journal=journal)
-        rounds = 0
-        while result.status == RunStatus.HALTED:
-            rounds += 1
-            assert rounds <= 5, result
-            W.trace(f"HALTED {[h.call_id for h in result.halts]}")
-            said = await reconcile(journal, run_id, os.environ["CHAOS_LEDGER"])
-            W.trace(f"RECONCILED {said}")
-            result = await durable.resume(run_id, journal=journal)
-        assert result.status == RunStatus.COMPLETED, result
-        assert (result.output or "").startswith("done"), result
-        return str(result.output)
-
-
 def attempt(workdir: str, run_id: str, attempt_no: int) -> str:
     CTX.update(workdir=workdir, run_id=run_id)
-    return asyncio.run(_attempt(workdir, run_id))
+    result = asyncio.run(drive(durable, workdir, run_id, INPUT))
+    output = str(result.output or "")
+    assert output.startswith("done"), output
+    return output

@@ -20,12 +20,11 @@ folder: ``python harness.py adapter_bide_pydantic_ai --seeds 200``.
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from importlib.metadata import version as _pkg_version
 
 import workload as W
-from bide_chaos_common import CTX, charge_recorded, db, pg, reconcile, store_summary
+from bide_chaos_common import CTX, charge_recorded, drive, pg, store_summary
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
     ModelMessage,
@@ -37,7 +36,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from adapters.pydantic_ai import DurableAgent, call_context
-from runtime import Journal, RunStatus, Safety
+from runtime import Safety
 
 # What the harness calls (NAME, DURABILITY and RESUME are read too).
 __all__ = ["attempt", "charge_recorded", "store_summary", "version"]
@@ -101,25 +100,9 @@ def charge(customer: str, amount: int) -> str:
 durable = DurableAgent(agent, tools={"lookup": Safety.READ_ONLY})
 
 
-async def _attempt(workdir: str, run_id: str) -> str:
-    async with Journal(db(workdir)) as journal:
-        state = await journal.state(run_id)
-        W.trace("START_NEW" if state is None else f"RESUME status={state.status()}")
-        result = await durable.run(run_id, INPUT, journal=journal)
-        rounds = 0
-        while result.status == RunStatus.HALTED:
-            rounds += 1
-            assert rounds <= 5, result
-            W.trace(f"HALTED {[h.call_id for h in result.halts]}")
-            said = await reconcile(journal, run_id, os.environ["CHAOS_LEDGER"])
-            W.trace(f"RECONCILED {said}")
-            result = await durable.resume(run_id, journal=journal)
-        assert result.status == RunStatus.COMPLETED, result
-        output = durable.typed_output(result)
-        assert output.startswith("done"), output
-        return str(output)
-
-
 def attempt(workdir: str, run_id: str, attempt_no: int) -> str:
     CTX.update(workdir=workdir, run_id=run_id)
-    return asyncio.run(_attempt(workdir, run_id))
+    result = asyncio.run(drive(durable, workdir, run_id, INPUT))
+    output = str(durable.typed_output(result) or "")
+    assert output.startswith("done"), output
+    return output

@@ -1,5 +1,6 @@
 """What the bide adapters of the peer chaos harness share: where the journal is, the ledger
-reconciler, and the harness's reads of the journal (a fresh connection, SQLite or PostgreSQL)."""
+reconciler, one attempt of a bide-driven run (``drive``), and the harness's reads of the journal
+(a fresh connection, SQLite or PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 
 import workload as W
 
-from runtime import Journal, Resolution
+from runtime import Journal, Resolution, RunResult, RunStatus
 from runtime.tools import idempotency_key_for
 
 CTX: dict[str, str] = {}
@@ -53,6 +54,25 @@ async def reconcile(journal: Journal, run_id: str, ledger: str) -> list[str]:
     return said
 
 
+async def drive(durable: Any, workdir: str, run_id: str, input: str) -> RunResult[Any]:
+    """One attempt: start the run or resume it; while it halts, settle its halts with the
+    ledger reconciler and resume it. Returns the completed result."""
+    async with Journal(db(workdir)) as journal:
+        state = await journal.state(run_id)
+        W.trace("START_NEW" if state is None else f"RESUME status={state.status()}")
+        result = await durable.run(run_id, input, journal=journal)
+        rounds = 0
+        while result.status == RunStatus.HALTED:
+            rounds += 1
+            assert rounds <= 5, result
+            W.trace(f"HALTED {[h.call_id for h in result.halts]}")
+            said = await reconcile(journal, run_id, os.environ["CHAOS_LEDGER"])
+            W.trace(f"RECONCILED {said}")
+            result = await durable.resume(run_id, journal=journal)
+        assert result.status == RunStatus.COMPLETED, result
+        return result
+
+
 def _rows(workdir: str, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
     url = pg()
     if url is None:
@@ -82,6 +102,14 @@ def _rows(workdir: str, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]
 def charge_recorded(workdir: str, run_id: str) -> bool:
     keys = _rows(workdir, "select key from bide_records where run_id = ?", (run_id,))
     return any(k.startswith("result/call_charge/") for (k,) in keys)
+
+
+def run_status(workdir: str, run_id: str) -> str | None:
+    """The status the journal's index holds for ``run_id`` (``None``: no such run)."""
+    if pg() is None and not os.path.exists(db(workdir)):
+        return None
+    rows = _rows(workdir, "select status from bide_runs where run_id = ?", (run_id,))
+    return str(rows[0][0]) if rows else None
 
 
 def store_summary(workdir: str, run_id: str) -> dict[str, Any]:

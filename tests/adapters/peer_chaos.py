@@ -4,6 +4,7 @@ workload through bide (an adapter of ``bench/peer_chaos/``), and what every repo
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -80,3 +81,35 @@ def check(report: dict[str, Any], seeds: int) -> None:
 # charge, and whose second (after "not executed") dies after the charge: the reconciler must
 # judge attempt 2, and the charge still fires once.
 TWO_ATTEMPTS = (4, 76)
+
+
+def a_few(where: Path, adapter: str, *, db: str | None = None) -> None:
+    """The default suite's schedules: named points, a crash loop and two random-point
+    schedules on SQLite (one on PostgreSQL, ``db``), seeded to judge a second attempt."""
+    seeds = 2 if db is None else 1
+    base = TWO_ATTEMPTS[0] if db is None else TWO_ATTEMPTS[1]
+    check(run_harness(where, adapter, family="points", seeds=seeds, seed_base=base, db=db), seeds)
+
+
+LONG = [
+    pytest.param("sqlite", "time", 200, id="sqlite-time-200"),
+    pytest.param("sqlite", "points", 100, id="sqlite-points-100"),
+    pytest.param("postgres", "time", 100, id="postgres-time-100"),
+    pytest.param("postgres", "points", 100, id="postgres-points-100"),
+]
+"""The long set (``-m slow``): (backend, family, seeds)."""
+
+
+def long_set(
+    where: Path, request: pytest.FixtureRequest, adapter: str, backend: str, family: str, seeds: int
+) -> None:
+    """maxFired 1 over every schedule of one family on one backend. The report is kept when
+    ``$BIDE_CHAOS_REPORTS`` names a folder (``<adapter>-<backend>-<family>.json``)."""
+    db = request.getfixturevalue("pg_url") if backend == "postgres" else None
+    report = run_harness(where, adapter, family=family, seeds=seeds, db=db)
+    keep = os.environ.get("BIDE_CHAOS_REPORTS")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        name = f"{adapter.removeprefix('adapter_')}-{backend}-{family}.json"
+        (Path(keep) / name).write_text(json.dumps(report, indent=1))
+    check(report, seeds)

@@ -1,14 +1,13 @@
 """Agents SDK agents for the adapter's tests: real SDK code, only the model scripted (the SDK's
 ``agents.testing.ScriptedModel``, each step answering from the call's input, so a fresh process
-answers right). The CLI rebuilds ``billing`` as ``tests.adapters.openai_agents.sdk_agents:billing``.
+answers right). The CLI rebuilds ``billing`` as ``tests.adapters.openai_agents.sdk_agents:billing``,
+and ``triage`` (which hands off to the same billing agent) as ``...:triage``.
 
-``$BIDE_SDK_LEDGER`` is the provider's ledger; with ``$BIDE_SDK_DROP_REPLY`` set the charge is
-made and its reply then lost.
+Each charge goes to the test provider (``tests.adapters.provider``).
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from agents import Agent, function_tool
@@ -16,8 +15,10 @@ from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_messag
 
 from adapters.openai_agents import DurableSDKAgent, call_context
 from runtime import Safety
+from tests.adapters import provider
 
 SPEC = "tests.adapters.openai_agents.sdk_agents:billing"
+TRIAGE_SPEC = "tests.adapters.openai_agents.sdk_agents:triage"
 
 
 def outputs(call: ModelCall) -> dict[str, str]:
@@ -38,14 +39,6 @@ def answer(call: ModelCall) -> Any:
     return [assistant_message(f"charged: {done['call_charge']}", item_id="msg_final")]
 
 
-def ledger_lines() -> list[str]:
-    try:
-        with open(os.environ["BIDE_SDK_LEDGER"]) as f:
-            return f.read().splitlines()
-    except FileNotFoundError:
-        return []
-
-
 @function_tool
 def lookup(customer: str) -> str:
     """A customer's card status (read-only)."""
@@ -55,11 +48,7 @@ def lookup(customer: str) -> str:
 @function_tool
 def charge(customer: str, cents: int) -> str:
     """Charge a customer's card (a side effect)."""
-    key = call_context().idempotency_key
-    with open(os.environ["BIDE_SDK_LEDGER"], "a") as f:
-        f.write(f"{customer} {cents} {key}\n")
-    if os.environ.get("BIDE_SDK_DROP_REPLY"):
-        raise ConnectionError("the provider's reply was lost after the charge was sent")
+    provider.charge(customer, cents, call_context().idempotency_key)
     return f"charged {cents}"
 
 
@@ -70,3 +59,19 @@ sdk_agent = Agent(
     tools=[lookup, charge],
 )
 billing = DurableSDKAgent(sdk_agent, tools={"lookup": Safety.READ_ONLY})
+
+
+def hand_to_billing(call: ModelCall) -> Any:
+    return [
+        assistant_message("Billing will take it from here.", item_id="msg_hand"),
+        function_call("transfer_to_billing", {}, call_id="call_hand"),
+    ]
+
+
+triage_agent = Agent(
+    name="triage",
+    instructions="Route the customer.",
+    model=ScriptedModel([ModelStep.respond(hand_to_billing) for _ in range(50)]),
+    handoffs=[sdk_agent],
+)
+triage = DurableSDKAgent(triage_agent, tools={"lookup": Safety.READ_ONLY})

@@ -2,13 +2,11 @@
 (``FunctionModel``). ``billing`` looks a customer up and charges them; the CLI and worker
 rebuild it as ``tests.adapters.pydantic_ai.agents:billing``.
 
-``$BIDE_PAI_LEDGER`` is the file each charge appends a line to (the provider's ledger, outside
-the journal); with ``$BIDE_PAI_DROP_REPLY`` set, the charge is made and its reply then lost.
+Each charge goes to the test provider (``tests.adapters.provider``: a ledger outside the
+journal, and a reply it can lose).
 """
 
 from __future__ import annotations
-
-import os
 
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.messages import (
@@ -22,6 +20,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from adapters.pydantic_ai import DurableAgent, call_context
 from runtime import Safety
+from tests.adapters import provider
 
 SPEC = "tests.adapters.pydantic_ai.agents:billing"
 
@@ -41,14 +40,6 @@ def _script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     return ModelResponse(parts=[TextPart(f"charged: {charged.content}")])
 
 
-def ledger_lines() -> list[str]:
-    try:
-        with open(os.environ["BIDE_PAI_LEDGER"]) as f:
-            return f.read().splitlines()
-    except FileNotFoundError:
-        return []
-
-
 billing_agent = Agent(
     FunctionModel(_script), name="billing", instructions="You bill customers.", deps_type=str
 )
@@ -64,10 +55,7 @@ def lookup(ctx: RunContext[str], customer: str) -> dict[str, str]:
 def charge(customer: str, cents: int) -> dict[str, object]:
     """Charge a customer's card (a side effect)."""
     key = call_context().idempotency_key
-    with open(os.environ["BIDE_PAI_LEDGER"], "a") as f:
-        f.write(f"{customer} {cents} {key}\n")
-    if os.environ.get("BIDE_PAI_DROP_REPLY"):
-        raise ConnectionError("the provider's reply was lost after the charge was sent")
+    provider.charge(customer, cents, key)
     return {"charged": cents, "key": key}
 
 

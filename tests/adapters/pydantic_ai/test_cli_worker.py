@@ -4,35 +4,21 @@ runs driven to completion by a Worker. Real Pydantic AI code; only the model is 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from runtime import Journal, RunStatus, Worker
+from tests.adapters.provider import DROP_REPLY, LEDGER, ledger_lines
 from tests.adapters.pydantic_ai import agents
-from tests.adapters.pydantic_ai.agents import SPEC, billing, ledger_lines
+from tests.adapters.pydantic_ai.agents import SPEC, billing
 from tests.cli.invoke import child
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "postgres":
-        return str(request.getfixturevalue("pg_url"))
-    return str(tmp_path / "bide.db")
-
-
-@pytest.fixture
-def ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    path = tmp_path / "ledger.txt"
-    monkeypatch.setenv("BIDE_PAI_LEDGER", str(path))
-    yield path
 
 
 async def test_a_lost_reply_halts_and_the_cli_resolves_and_resumes_it(
     db: str, ledger: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("BIDE_PAI_DROP_REPLY", "1")
+    monkeypatch.setenv(DROP_REPLY, "1")
     async with Journal(db) as journal:
         result = await billing.run("inv-1", "Charge ann 5.00", journal=journal, spec=SPEC)
         assert result.status is RunStatus.HALTED
@@ -42,21 +28,21 @@ async def test_a_lost_reply_halts_and_the_cli_resolves_and_resumes_it(
         assert again.status is RunStatus.HALTED
     assert len(ledger_lines()) == 1
     key = ledger_lines()[0].split()[2]
-    monkeypatch.delenv("BIDE_PAI_DROP_REPLY")
+    monkeypatch.delenv(DROP_REPLY)
 
-    listed = child("list", "--db", db, "--json", BIDE_PAI_LEDGER=str(ledger))
+    listed = child("list", "--db", db, "--json", **{LEDGER: str(ledger)})
     assert listed.code == 0, listed.err
     (row,) = [r for r in listed.json()["runs"] if r["run_id"] == "inv-1"]
     assert row["status"] == "halted"
     resolved = child(
         "resolve", "inv-1", "call_charge", "--succeeded", f'{{"charged": 500, "key": "{key}"}}',
         "--evidence", "provider ledger", "--by", "oncall", "--db", db,
-        BIDE_PAI_LEDGER=str(ledger),
+        **{LEDGER: str(ledger)},
     )  # fmt: skip
     assert resolved.code == 0, resolved.err
-    resumed = child("resume", "inv-1", "--db", db, BIDE_PAI_LEDGER=str(ledger))
+    resumed = child("resume", "inv-1", "--db", db, **{LEDGER: str(ledger)})
     assert resumed.code == 0, resumed.err + resumed.out
-    shown = child("show", "inv-1", "--db", db, "--json", BIDE_PAI_LEDGER=str(ledger))
+    shown = child("show", "inv-1", "--db", db, "--json", **{LEDGER: str(ledger)})
     assert shown.code == 0, shown.err
     assert shown.json()["status"] == "completed"
     assert len(ledger_lines()) == 1

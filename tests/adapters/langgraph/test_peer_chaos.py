@@ -1,0 +1,35 @@
+"""The peer chaos harness (``shared/peer_chaos`` beside the project) run on the LangGraph
+workload with its tool node guarded by bide (``bench/peer_chaos/adapter_bide_langgraph.py``):
+real forked children, real SIGKILLs, a ledger outside the journal; the charge fires at most
+once in every schedule. The default suite runs a few schedules on SQLite; ``-m slow``
+PostgreSQL's and the long set.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.adapters.peer_chaos import LONG, a_few, long_set, needs_harness
+
+pytestmark = needs_harness
+
+ADAPTER = "adapter_bide_langgraph"
+
+
+def test_sqlite_a_few_schedules(tmp_path: Path) -> None:
+    a_few(tmp_path, ADAPTER)
+
+
+@pytest.mark.slow
+def test_postgres_a_few_schedules(tmp_path: Path, pg_url: str) -> None:
+    a_few(tmp_path, ADAPTER, db=pg_url)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("backend", "family", "seeds"), LONG)
+def test_long_set(
+    tmp_path: Path, request: pytest.FixtureRequest, backend: str, family: str, seeds: int
+) -> None:
+    long_set(tmp_path, request, ADAPTER, backend, family, seeds)
