@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-EXTRAS = "postgres,openai,anthropic,otel,pydantic-ai,openai-agents"
+EXTRAS = "postgres,openai,anthropic,otel,pydantic-ai,openai-agents,langgraph"
 """Every extra, so that every module of the source tree can be imported."""
 
 
