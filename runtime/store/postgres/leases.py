@@ -19,6 +19,7 @@ from runtime.ownership import Lease, Owner
 from runtime.store import schema
 from runtime.store.decide import READY_STATUSES
 from runtime.store.postgres.connect import NOW_MS, READY_CHANNEL
+from runtime.store.queues import unstarted
 
 if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal opens
     from sqlalchemy.ext.asyncio import AsyncConnection
@@ -86,7 +87,7 @@ CLOCK = sa.text(f"SELECT {NOW_MS}")
 CLAIMABLE = sa.text(
     f"SELECT u.run_id, {_COLUMNS} FROM {_U} AS u LEFT JOIN {_L} AS l ON l.run_id = u.run_id "
     "WHERE u.status IN ('running', 'submitted') AND (l.run_id IS NULL OR l.released "
-    f"OR l.expires_ms <= {NOW_MS} OR l.host = CAST(:host AS text)) "
+    f"OR l.expires_ms <= {NOW_MS} OR l.host = CAST(:host AS text)) AND {unstarted('u')} "
     # Orphans first (a lease nobody released whose time ran out: its drive died), so a backlog
     # of runs never driven does not delay a takeover; then runs nobody holds; then the live
     # leases of this host, of which only a gone process's may be taken: a worker that found

@@ -89,7 +89,9 @@ CLAIMABLE = Query(
     f"SELECT bide_runs.run_id, {_LEASED} \nFROM {_RUNS} \n"
     "WHERE (bide_runs.status = ? OR bide_runs.status = ?) AND (bide_leases.run_id IS NULL OR "
     "bide_leases.released IS 1 OR bide_leases.expires_ms <= ? OR bide_leases.host = ? OR "
-    "bide_leases.owner NOT LIKE ?) "
+    "bide_leases.owner NOT LIKE ?) AND NOT (EXISTS (SELECT * \nFROM bide_queue_runs \n"
+    "WHERE bide_queue_runs.run_id = bide_runs.run_id AND bide_queue_runs.started_ms IS NULL)) "
+    # A queued run that never started is claimed through its queue (store.queues).
     # Orphans first (a lease nobody released whose time ran out, or of another boot: its drive
     # died), then runs nobody holds (submitted, or released ready), then the live leases of this
     # host, which only a gone process's may be taken: a worker that finds those first would
@@ -125,4 +127,5 @@ CLAIMABLE = Query(
 )
 """Runs a worker may claim: running or submitted, unleased, released, expired, timed on another
 boot's clock (``boot`` is the LIKE pattern of this boot's owners), or held by a drive on this
-host (whose liveness the caller checks)."""
+host (whose liveness the caller checks); not a queued run that never started (its queue's
+claim rule decides when it starts)."""
