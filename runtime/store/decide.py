@@ -30,6 +30,8 @@ from runtime.store.ops import AppendOp, CreateOp, Failed, IndexOp, LeaseOp, Op
 
 __all__ = [
     "READY_STATUSES",
+    "WAIT_STATUSES",
+    "WAKE_KINDS",
     "Judge",
     "LeaseRow",
     "Plan",
@@ -57,6 +59,18 @@ Judge = Callable[[LeaseOp, dict[str, LeaseRow], set[str], int], Any]
 
 READY_STATUSES = ("submitted", "running")
 """Index statuses of a run that a worker may drive, once nobody holds its lease."""
+
+WAIT_STATUSES = ("waiting", "halted")
+"""Index statuses of a run that stopped until something happens: a worker may drive it once
+its ``due_ms`` has come, or once a record of a ``WAKE_KINDS`` kind was committed after it
+stopped (its ``wake_seq``). The records decide, not the index status a verb sets: a person's
+answer committed while the drive that asked was still writing "waiting" wakes the run all the
+same."""
+
+WAKE_KINDS = ("answer", "cancel", "decision", "result", "signal")
+"""The kinds of record, written by someone other than the run's driver, that may unblock a
+waiting or halted run: an answer, a cancel, an approval decision, a resolution or a
+reconciler's finding (a result), a signal."""
 
 INDEX_COLUMNS = names.INDEX_COLUMNS
 
@@ -125,6 +139,7 @@ def decide(
     leases: dict[str, LeaseRow],
     judge: Judge | None = None,
     clock: int | None = None,
+    clock_id: str | None = None,
 ) -> Plan:
     """Settle a batch, in order, from what the store held before it (``present``: the records
     ``wanted`` named that exist; ``seq``: the highest; ``leases``: the rows of the fenced runs)
@@ -132,7 +147,10 @@ def decide(
 
     ``now`` (wall-clock ms) times the records, for people to read; lease ops are decided by
     ``judge`` on ``clock``, the journal's clock (default ``now``). A store without ``judge``
-    (PostgreSQL) has applied its lease ops already and passes none here.
+    (PostgreSQL) has applied its lease ops already and passes none here. ``clock_id`` names the
+    journal's clock where it is not the store's own (this boot's, on SQLite), for ``due_ms``.
+
+    An index status set by an op also sets the columns of a wait (``stopped``).
     """
     plan = Plan()
     outcome = plan.outcomes.append
@@ -192,8 +210,11 @@ def decide(
                     fields = index[run_id] = {}
             if op.index:
                 fields.update(op.index)
-                if op.epoch is None and op.index.get("status") in READY_STATUSES:
-                    plan.ready[run_id] = None
+                status = op.index.get("status")
+                if status is not None:
+                    stopped(fields, status, op.epoch, op.index.get("due_ms"), seq, clock_id)
+                    if op.epoch is None and status in READY_STATUSES:
+                        plan.ready[run_id] = None
             if op.release:  # fenced by its epoch above: the lease is this op's to release
                 assert op.epoch is not None
                 plan.releases[run_id] = op.epoch
@@ -232,10 +253,35 @@ def decide(
                     if fields is None:
                         fields = index[run_id] = {}
                 fields.update(op.fields)
-                if op.epoch is None and op.fields.get("status") in READY_STATUSES:
-                    plan.ready[run_id] = None
+                status = op.fields.get("status")
+                if status is not None:
+                    stopped(fields, status, op.epoch, op.fields.get("due_ms"), seq, clock_id)
+                    if op.epoch is None and status in READY_STATUSES:
+                        plan.ready[run_id] = None
             outcome(None)
     return plan
+
+
+def stopped(
+    fields: dict[str, Any],
+    status: str,
+    epoch: int | None,
+    due_ms: int | None,
+    seq: int,
+    clock_id: str | None,
+) -> None:
+    """The columns of a wait, set with an index status. A drive (its write fenced by its
+    ``epoch``) that stops to wait or halts wakes on a record committed after ``seq`` (the highest
+    so far, this op's own included), or at ``due_ms`` on the clock ``clock_id`` names. A verb
+    that sets such a status from outside the drive (a status read from records a moment ago,
+    maybe stale) leaves them as the drive set them: it must not move a wake past a record it did
+    not see. Any other status clears them."""
+    if status not in WAIT_STATUSES:
+        fields["due_ms"] = fields["due_clock"] = fields["wake_seq"] = None
+    elif epoch is not None:
+        fields["due_ms"] = due_ms
+        fields["due_clock"] = clock_id if due_ms is not None else None
+        fields["wake_seq"] = seq
 
 
 def check_format(run_id: str, header_payload: str | None) -> None:

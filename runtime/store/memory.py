@@ -13,12 +13,20 @@ import sqlite3
 import time
 from typing import Any
 
-from runtime.ownership import Lease, Owner
+from runtime.ownership import Lease, Owner, boot_id
 from runtime.records import Record
 from runtime.store import names
 from runtime.store.checks import check_query
 from runtime.store.codec import decode
-from runtime.store.decide import LeaseRow, Row, decide, wanted
+from runtime.store.decide import (
+    READY_STATUSES,
+    WAIT_STATUSES,
+    WAKE_KINDS,
+    LeaseRow,
+    Row,
+    decide,
+    wanted,
+)
 from runtime.store.front import JudgedLeases, StoreFront
 from runtime.store.leases import holds, judge, lease_of, now_ms, owner_text
 from runtime.store.ops import Failed, LeaseOp, Op
@@ -47,6 +55,8 @@ class MemoryStore(QueueFront, JudgedLeases, StoreFront):
         self._records: dict[str, dict[str, Row]] = {}
         self._rows: dict[str, RunRow] = {}
         self._leases: dict[str, LeaseRow] = {}
+        self._waits: dict[str, tuple[int | None, str | None, int | None]] = {}
+        """A run's wait columns (``names.WAKE_COLUMNS`` and ``due_ms``), kept off its RunRow."""
         self._seq = 0
         self.commits = 0
         self._queue_db: sqlite3.Connection | None = None
@@ -75,7 +85,7 @@ class MemoryStore(QueueFront, JudgedLeases, StoreFront):
             if (row := self._records.get(run_id, {}).get(key)) is not None
         }
         now = time.time_ns() // 1_000_000
-        plan = decide((op,), present, self._seq, now, self._leases, judge, now_ms())
+        plan = decide((op,), present, self._seq, now, self._leases, judge, now_ms(), boot_id())
         inserts = plan.inserts
         for i in range(0, len(inserts), 7):
             seq, run_id, key, kind, codec, payload, ms = inserts[i : i + 7]
@@ -95,6 +105,11 @@ class MemoryStore(QueueFront, JudgedLeases, StoreFront):
         for run_id, fields in plan.index.items():
             listed = self._rows.get(run_id)
             if listed is not None:
+                waits = list(self._waits.get(run_id, (None, None, None)))
+                for i, column in enumerate(("due_ms", "due_clock", "wake_seq")):
+                    if column in fields:
+                        waits[i] = fields.pop(column)
+                self._waits[run_id] = (waits[0], waits[1], waits[2])
                 self._rows[run_id] = _indexed(listed, fields, now)
         if inserts or plan.created or plan.index or plan.dirty:
             self.commits += 1
@@ -236,7 +251,12 @@ class MemoryStore(QueueFront, JudgedLeases, StoreFront):
             unstarted = {row[0] for row in self._queue_db.execute(query)}
         found = []
         for row in sorted(self._rows.values(), key=order):
-            if row.status not in ("running", "submitted") or row.run_id in unstarted:
+            if row.run_id in unstarted:
+                continue
+            if row.status in WAIT_STATUSES:
+                if not self._woken(row.run_id, now):
+                    continue
+            elif row.status not in READY_STATUSES:
                 continue
             held = self._leases.get(row.run_id)
             if held is None or not holds(held, now) or (host is not None and held[2] == host):
@@ -244,6 +264,18 @@ class MemoryStore(QueueFront, JudgedLeases, StoreFront):
             if len(found) == limit:
                 break
         return found
+
+    def _woken(self, run_id: str, now: int) -> bool:
+        """A waiting or halted run is due, or a record that may wake it came after it stopped
+        (the rule of the SQL stores' claim, ``decide.WAIT_STATUSES``)."""
+        due, clock, wake = self._waits.get(run_id, (None, None, None))
+        if due is not None and (due <= now or clock != boot_id()):
+            return True
+        after = wake or 0
+        return any(
+            seq > after and kind in WAKE_KINDS
+            for seq, kind, *_ in self._records.get(run_id, {}).values()
+        )
 
 
 def _by_seq(item: tuple[str, Row]) -> int:

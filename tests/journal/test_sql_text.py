@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from runtime.store import names, schema
+from runtime.store.decide import WAKE_KINDS
 from runtime.store.sqlite import batch, leases, queries
 from runtime.store.sqlite.queries import Query
 
@@ -76,6 +77,67 @@ def _list(status: bool, prefix: bool, before: bool) -> sa.Select[Any]:
     return order.limit(sa.bindparam("limit"))
 
 
+def _claimable() -> sa.Select[Any]:
+    """A worker's claim: ready runs, and waiting or halted runs that are due or woken."""
+    woken = sa.or_(
+        sa.and_(
+            _u.c.due_ms.is_not(None),
+            sa.or_(
+                _u.c.due_ms <= sa.bindparam("due_now"),
+                _u.c.due_clock.is_distinct_from(sa.bindparam("clock")),
+            ),
+        ),
+        sa.exists().where(
+            _r.c.run_id == _u.c.run_id,
+            _r.c.seq > sa.func.coalesce(_u.c.wake_seq, 0),
+            sa.or_(*(_r.c.kind == k for k in WAKE_KINDS)),
+        ),
+    )
+    return (
+        sa.select(
+            _u.c.run_id, _l.c.epoch, _l.c.owner, _l.c.acquired_ms, _l.c.expires_ms, _l.c.released
+        )
+        .select_from(_RUNS)
+        .where(
+            sa.or_(
+                _u.c.status == "running",
+                _u.c.status == "submitted",
+                sa.and_(sa.or_(_u.c.status == "waiting", _u.c.status == "halted"), woken),
+            ),
+            sa.or_(
+                _l.c.run_id.is_(None),
+                _l.c.released.is_(True),
+                _l.c.expires_ms <= sa.bindparam("now"),
+                _l.c.host == sa.bindparam("host"),
+                _l.c.owner.not_like(sa.bindparam("boot")),
+            ),
+            # A queued run that never started is claimed through its queue (store.queues).
+            ~sa.exists().where(
+                schema.queue_runs.c.run_id == _u.c.run_id, schema.queue_runs.c.started_ms.is_(None)
+            ),
+        )
+        .order_by(
+            sa.case(
+                (
+                    sa.and_(
+                        _l.c.released.is_(False),
+                        sa.or_(
+                            _l.c.expires_ms <= sa.bindparam("now2"),
+                            _l.c.owner.not_like(sa.bindparam("boot2")),
+                        ),
+                    ),
+                    0,
+                ),
+                (sa.or_(_l.c.run_id.is_(None), _l.c.released.is_(True)), 1),
+                else_=2,
+            ),
+            _u.c.updated_ms,
+            _u.c.run_id,
+        )
+        .limit(sa.bindparam("limit"))
+    )
+
+
 CORE: dict[str, tuple[Query, sa.Select[Any]]] = {
     "get": (
         queries.GET,
@@ -110,46 +172,7 @@ CORE: dict[str, tuple[Query, sa.Select[Any]]] = {
             _l.c.run_id == _RUN_ID
         ),
     ),
-    "claimable": (
-        queries.CLAIMABLE,
-        sa.select(
-            _u.c.run_id, _l.c.epoch, _l.c.owner, _l.c.acquired_ms, _l.c.expires_ms, _l.c.released
-        )
-        .select_from(_RUNS)
-        .where(
-            sa.or_(_u.c.status == "running", _u.c.status == "submitted"),
-            sa.or_(
-                _l.c.run_id.is_(None),
-                _l.c.released.is_(True),
-                _l.c.expires_ms <= sa.bindparam("now"),
-                _l.c.host == sa.bindparam("host"),
-                _l.c.owner.not_like(sa.bindparam("boot")),
-            ),
-            # A queued run that never started is claimed through its queue (store.queues).
-            ~sa.exists().where(
-                schema.queue_runs.c.run_id == _u.c.run_id, schema.queue_runs.c.started_ms.is_(None)
-            ),
-        )
-        .order_by(
-            sa.case(
-                (
-                    sa.and_(
-                        _l.c.released.is_(False),
-                        sa.or_(
-                            _l.c.expires_ms <= sa.bindparam("now2"),
-                            _l.c.owner.not_like(sa.bindparam("boot2")),
-                        ),
-                    ),
-                    0,
-                ),
-                (sa.or_(_l.c.run_id.is_(None), _l.c.released.is_(True)), 1),
-                else_=2,
-            ),
-            _u.c.updated_ms,
-            _u.c.run_id,
-        )
-        .limit(sa.bindparam("limit")),
-    ),
+    "claimable": (queries.CLAIMABLE, _claimable()),
     **{
         f"list{''.join('1' if f else '0' for f in flags)}": (queries.LIST[flags], _list(*flags))
         for flags in itertools.product((False, True), repeat=3)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 import sqlalchemy as sa
 
 from runtime.errors import StorageError
-from runtime.store import schema
+from runtime.store import names, schema
 from runtime.store.decide import LeaseRow, Row, decide, wanted
 from runtime.store.ops import DataOp, LeaseOp, Op
 from runtime.store.postgres import leases as L
@@ -30,8 +30,21 @@ if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal open
 __all__ = ["apply", "apply_all"]
 
 _R, _U, _L = schema.records.name, schema.runs.name, schema.leases.name
-INDEX_COLUMNS = schema.INDEX_COLUMNS
+INDEX_COLUMNS = schema.INDEX_COLUMNS + names.WAKE_COLUMNS
+"""The index columns a batch sets: those its callers name, and those of a wait (``decide``)."""
 _MASK = {c: 1 << i for i, c in enumerate(INDEX_COLUMNS)}
+_TYPES = {
+    "status": "text",
+    "agent": "text",
+    "turns": "integer",
+    "detail": "text",
+    "due_ms": "bigint",
+    "due_clock": "text",
+    "wake_seq": "bigint",
+}
+_NEW = ", ".join(f"CAST(:n_{c} AS {_TYPES[c]}[])" for c in INDEX_COLUMNS)
+_UPDATED = ", ".join(f"CAST(:u_{c} AS {_TYPES[c]}[])" for c in INDEX_COLUMNS)
+_COLUMNS = ", ".join(INDEX_COLUMNS)
 
 LOCK = sa.text(f"SELECT pg_advisory_xact_lock({WRITE_LOCK}), txid_current()")
 """The write lock, and the transaction's id: should the connection break during COMMIT,
@@ -62,15 +75,14 @@ WRITE = sa.text(
     f"SELECT * FROM unnest(CAST(:seqs AS bigint[]), CAST(:r_runs AS text[]), "
     f"CAST(:r_keys AS text[]), CAST(:r_kinds AS text[]), CAST(:r_codecs AS text[]), "
     f"CAST(:r_payloads AS text[]), CAST(:r_ms AS bigint[])) RETURNING 1), "
-    f"created AS (INSERT INTO {_U} (run_id, format, created_ms, updated_ms, status, agent, "
-    f"turns, detail) SELECT n.run_id, {schema.FORMAT_VERSION}, :now, :now, n.status, n.agent, "
-    f"n.turns, n.detail FROM unnest(CAST(:n_runs AS text[]), CAST(:n_status AS text[]), "
-    f"CAST(:n_agents AS text[]), CAST(:n_turns AS integer[]), CAST(:n_details AS text[])) "
-    f"AS n(run_id, status, agent, turns, detail) ON CONFLICT (run_id) DO NOTHING RETURNING 1), "
+    f"created AS (INSERT INTO {_U} (run_id, format, created_ms, updated_ms, {_COLUMNS}) "
+    f"SELECT n.run_id, {schema.FORMAT_VERSION}, :now, :now, "
+    f"{', '.join(f'n.{c}' for c in INDEX_COLUMNS)} "
+    f"FROM unnest(CAST(:n_runs AS text[]), {_NEW}) "
+    f"AS n(run_id, {_COLUMNS}) ON CONFLICT (run_id) DO NOTHING RETURNING 1), "
     f"updated AS (UPDATE {_U} AS u SET {_SETS}, updated_ms = :now "
-    f"FROM unnest(CAST(:u_runs AS text[]), CAST(:u_masks AS integer[]), "
-    f"CAST(:u_status AS text[]), CAST(:u_agents AS text[]), CAST(:u_turns AS integer[]), "
-    f"CAST(:u_details AS text[])) AS v(run_id, m, status, agent, turns, detail) "
+    f"FROM unnest(CAST(:u_runs AS text[]), CAST(:u_masks AS integer[]), {_UPDATED}) "
+    f"AS v(run_id, m, {_COLUMNS}) "
     f"WHERE u.run_id = v.run_id RETURNING 1) "
     f"SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM created), "
     f"(SELECT count(*) FROM updated), (SELECT count(pg_notify('{RECORDS_CHANNEL}', w.r)) "
@@ -95,12 +107,12 @@ def _values(op: LeaseOp) -> dict[str, Any]:
     return {"run_id": op.run_id, "epoch": op.epoch}
 
 
-def _encode_index(fields: dict[str, Any]) -> tuple[int, Any, Any, Any, Any]:
+def _encode_index(fields: dict[str, Any]) -> tuple[Any, ...]:
     mask = 0
     for column in fields:
         mask |= _MASK[column]
     get = fields.get
-    return mask, get("status"), get("agent"), get("turns"), get("detail")
+    return (mask, *[get(c) for c in INDEX_COLUMNS])
 
 
 async def apply_all(
@@ -189,17 +201,13 @@ async def _write(
         "r_payloads": list(r[5]),
         "r_ms": list(r[6]),
         "n_runs": list(created),
-        "n_status": [f["status"] for f in created.values()],
-        "n_agents": [f.get("agent") for f in created.values()],
-        "n_turns": [f.get("turns") or 0 for f in created.values()],
-        "n_details": [f.get("detail") for f in created.values()],
         "u_runs": list(masks),
         "u_masks": [m[0] for m in masks.values()],
-        "u_status": [m[1] for m in masks.values()],
-        "u_agents": [m[2] for m in masks.values()],
-        "u_turns": [m[3] for m in masks.values()],
-        "u_details": [m[4] for m in masks.values()],
     }
+    for i, column in enumerate(INDEX_COLUMNS, 1):
+        values[f"n_{column}"] = [f.get(column) for f in created.values()]
+        values[f"u_{column}"] = [m[i] for m in masks.values()]
+    values["n_turns"] = [t or 0 for t in values["n_turns"]]
     counts = (await conn.execute(WRITE, values)).one()
     if counts[0] != len(inserts) // 7:
         raise StorageError("the journal changed under the write lock; nothing was committed")

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from runtime.ownership import Lease, Owner
 from runtime.store import schema
-from runtime.store.decide import READY_STATUSES
+from runtime.store.decide import READY_STATUSES, WAKE_KINDS
 from runtime.store.postgres.connect import NOW_MS, READY_CHANNEL
 from runtime.store.queues import unstarted
 
@@ -40,7 +40,7 @@ __all__ = [
 
 Action = Literal["acquire", "renew", "release"]
 
-_L, _U = schema.leases.name, schema.runs.name
+_L, _U, _R = schema.leases.name, schema.runs.name, schema.records.name
 
 _COLUMNS = (
     "l.epoch, l.owner, l.acquired_ms, l.expires_ms, l.released, "
@@ -84,10 +84,18 @@ READ = sa.text(f"SELECT {_COLUMNS} FROM {_L} AS l WHERE l.run_id = :run_id")
 CLOCK = sa.text(f"SELECT {NOW_MS}")
 """The journal's clock: settle times are judged on it, as leases are."""
 
+_WAKES = ", ".join(f"'{kind}'" for kind in WAKE_KINDS)
+
 CLAIMABLE = sa.text(
     f"SELECT u.run_id, {_COLUMNS} FROM {_U} AS u LEFT JOIN {_L} AS l ON l.run_id = u.run_id "
-    "WHERE u.status IN ('running', 'submitted') AND (l.run_id IS NULL OR l.released "
+    # Ready runs; and waiting or halted runs that are due on the server's clock, or that a
+    # record committed after they stopped may wake (``decide.WAIT_STATUSES``).
+    "WHERE (u.status IN ('running', 'submitted') OR (u.status IN ('waiting', 'halted') AND "
+    f"(u.due_ms <= {NOW_MS} OR EXISTS (SELECT 1 FROM {_R} AS r WHERE r.run_id = u.run_id "
+    f"AND r.seq > coalesce(u.wake_seq, 0) AND r.kind IN ({_WAKES}))))) "
+    "AND (l.run_id IS NULL OR l.released "
     f"OR l.expires_ms <= {NOW_MS} OR l.host = CAST(:host AS text)) AND {unstarted('u')} "
+    # A queued run that never started is claimed through its queue (store.queues).
     # Orphans first (a lease nobody released whose time ran out: its drive died), so a backlog
     # of runs never driven does not delay a takeover; then runs nobody holds; then the live
     # leases of this host, of which only a gone process's may be taken: a worker that found

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any, cast
 
 from runtime.errors import StorageError
+from runtime.ownership import boot_id
 from runtime.store import names
 from runtime.store.decide import Row, decide, wanted
 from runtime.store.leases import judge
@@ -36,7 +37,11 @@ __all__ = [
 # its last row, which changes nothing), so the connection's statement cache stays small.
 _R, _U = names.records.name, names.runs.name
 _RECORD_COLUMNS = ("seq", "run_id", "key", "kind", "codec", "payload", "created_ms")
-INDEX_COLUMNS = names.INDEX_COLUMNS
+INDEX_COLUMNS = names.INDEX_COLUMNS + names.WAKE_COLUMNS
+"""The index columns a batch sets: those its callers name, and those of a wait (``decide``)."""
+_RUN_COLUMNS = ("run_id", "format", "created_ms", "updated_ms", *INDEX_COLUMNS)
+_WIDTH = 2 + len(INDEX_COLUMNS)
+"""Values per row of an index update: the run, the mask of the columns set, each column."""
 
 UPDATE_FROM = sqlite3.sqlite_version_info >= (3, 33, 0)
 """SQLite understands ``UPDATE ... FROM`` (older versions take a slower correlated update)."""
@@ -72,8 +77,8 @@ def insert_records_sql(n: int) -> str:
 @functools.cache
 def insert_runs_sql(n: int) -> str:
     return (
-        f"INSERT INTO {_U} (run_id, format, created_ms, updated_ms, status, agent, turns, detail) "
-        f"VALUES {_rows(8, n)} ON CONFLICT (run_id) DO NOTHING"
+        f"INSERT INTO {_U} ({', '.join(_RUN_COLUMNS)}) "
+        f"VALUES {_rows(len(_RUN_COLUMNS), n)} ON CONFLICT (run_id) DO NOTHING"
     )
 
 
@@ -85,7 +90,7 @@ def touch_runs_sql(n: int) -> str:
 @functools.cache
 def update_runs_sql(n: int, update_from: bool) -> str:
     """Set the index columns whose bit is in ``m`` and ``updated_ms``, for ``n`` runs."""
-    values = f"WITH v(run_id, m, {', '.join(INDEX_COLUMNS)}) AS (VALUES {_rows(6, n)}) "
+    values = f"WITH v(run_id, m, {', '.join(INDEX_COLUMNS)}) AS (VALUES {_rows(_WIDTH, n)}) "
     if update_from:
         sets = ", ".join(
             f"{c} = CASE WHEN v.m & {1 << i} THEN v.{c} ELSE {_U}.{c} END"
@@ -148,7 +153,7 @@ def apply(
             else:
                 present[found[1], found[2]] = (found[0], *found[3:])
     leases = read_leases(conn, fenced, limit) if fenced else {}
-    plan = decide(ops, present, seq, now, leases, judge, clock)
+    plan = decide(ops, present, seq, now, leases, judge, clock, boot_id())
     inserts = plan.inserts
     if inserts:
         before = conn.total_changes
@@ -157,13 +162,15 @@ def apply(
         if conn.total_changes - before != len(inserts) // 7:
             raise StorageError("the journal changed under the write lock; nothing was committed")
     if plan.created:
-        created: list[Any] = []  # flat: eight values per run
+        width = len(_RUN_COLUMNS)
+        created: list[Any] = []  # flat: a value per column, per run
         for run_id, row in plan.created.items():
             get = row.get
             created += (run_id, names.FORMAT_VERSION, now, now)
-            created += (get("status"), get("agent"), get("turns") or 0, get("detail"))
-        for part in _padded(created, 8, chunk_rows(limit, 8)):
-            conn.execute(insert_runs_sql(len(part) // 8), part)
+            created += (get("status"), get("agent"), get("turns") or 0)
+            created += [get(c) for c in INDEX_COLUMNS[3:]]
+        for part in _padded(created, width, chunk_rows(limit, width)):
+            conn.execute(insert_runs_sql(len(part) // width), part)
     if plan.index:
         _update_runs(conn, plan.index, now, limit)
     if plan.dirty:
@@ -176,7 +183,7 @@ def _update_runs(
 ) -> None:
     """Set each touched run's changed index columns (the batch's last value) and updated_ms."""
     touched: list[Any] = []
-    changed: list[Any] = []  # flat: run_id, mask of the columns set, then the four columns
+    changed: list[Any] = []  # flat: run_id, mask of the columns set, then each column
     for run_id, fields in index.items():
         if not fields:
             touched.append(run_id)
@@ -185,14 +192,15 @@ def _update_runs(
         for column in fields:
             mask |= _MASK[column]
         get = fields.get
-        changed += (run_id, mask, get("status"), get("agent"), get("turns"), get("detail"))
+        changed += (run_id, mask)
+        changed += [get(c) for c in INDEX_COLUMNS]
     for part in _padded(touched, 1, chunk_rows(limit, 1)):
         conn.execute(touch_runs_sql(len(part)), [now, *part])
     # Without UPDATE ... FROM each row is found by a scan of the VALUES list: keep lists short.
-    rows = chunk_rows(limit, 6) if UPDATE_FROM else min(chunk_rows(limit, 6), 64)
-    for part in _padded(changed, 6, rows):
+    rows = chunk_rows(limit, _WIDTH) if UPDATE_FROM else min(chunk_rows(limit, _WIDTH), 64)
+    for part in _padded(changed, _WIDTH, rows):
         part.append(now)
-        conn.execute(update_runs_sql(len(part) // 6, UPDATE_FROM), part)
+        conn.execute(update_runs_sql(len(part) // _WIDTH, UPDATE_FROM), part)
 
 
 def _padded(values: list[Any], width: int, rows: int) -> Iterator[list[Any]]:

@@ -86,23 +86,37 @@ LIST = {flags: _list(*flags) for flags in itertools.product((False, True), repea
 """One listing per combination of filters: (status, prefix, before)."""
 
 CLAIMABLE = Query(
-    f"SELECT bide_runs.run_id, {_LEASED} \nFROM {_RUNS} \n"
-    "WHERE (bide_runs.status = ? OR bide_runs.status = ?) AND (bide_leases.run_id IS NULL OR "
-    "bide_leases.released IS 1 OR bide_leases.expires_ms <= ? OR bide_leases.host = ? OR "
-    "bide_leases.owner NOT LIKE ?) AND NOT (EXISTS (SELECT * \nFROM bide_queue_runs \n"
-    "WHERE bide_queue_runs.run_id = bide_runs.run_id AND bide_queue_runs.started_ms IS NULL)) "
+    "SELECT bide_runs.run_id, bide_leases.epoch, bide_leases.owner, "
+    "bide_leases.acquired_ms, bide_leases.expires_ms, bide_leases.released \nFROM "
+    "bide_runs LEFT OUTER JOIN bide_leases ON bide_leases.run_id = bide_runs.run_id "
+    "\nWHERE (bide_runs.status = ? OR bide_runs.status = ? OR (bide_runs.status = ? OR "
+    "bide_runs.status = ?) AND (bide_runs.due_ms IS NOT NULL AND (bide_runs.due_ms <= "
+    "? OR bide_runs.due_clock IS NOT ?) OR (EXISTS (SELECT * \nFROM bide_records "
+    "\nWHERE bide_records.run_id = bide_runs.run_id AND bide_records.seq > "
+    "coalesce(bide_runs.wake_seq, ?) AND (bide_records.kind = ? OR bide_records.kind "
+    "= ? OR bide_records.kind = ? OR bide_records.kind = ? OR bide_records.kind = "
+    "?))))) AND (bide_leases.run_id IS NULL OR bide_leases.released IS 1 OR "
+    "bide_leases.expires_ms <= ? OR bide_leases.host = ? OR bide_leases.owner NOT "
+    "LIKE ?) AND NOT (EXISTS (SELECT * \nFROM bide_queue_runs \nWHERE "
+    "bide_queue_runs.run_id = bide_runs.run_id AND bide_queue_runs.started_ms IS NULL)) "
     # A queued run that never started is claimed through its queue (store.queues).
-    # Orphans first (a lease nobody released whose time ran out, or of another boot: its drive
-    # died), then runs nobody holds (submitted, or released ready), then the live leases of this
-    # host, which only a gone process's may be taken: a worker that finds those first would
-    # find nothing else to claim. Then least recently updated.
-    "ORDER BY CASE WHEN (bide_leases.released IS 0 AND (bide_leases.expires_ms <= ? OR "
-    "bide_leases.owner NOT LIKE ?)) THEN ? WHEN (bide_leases.run_id IS NULL OR "
-    "bide_leases.released IS 1) THEN ? ELSE ? END, bide_runs.updated_ms, bide_runs.run_id\n"
-    " LIMIT ? OFFSET ?",
+    "ORDER BY CASE WHEN (bide_leases.released IS 0 AND "
+    "(bide_leases.expires_ms <= ? OR bide_leases.owner NOT LIKE ?)) THEN ? WHEN "
+    "(bide_leases.run_id IS NULL OR bide_leases.released IS 1) THEN ? ELSE ? END, "
+    "bide_runs.updated_ms, bide_runs.run_id\n LIMIT ? OFFSET ?",
     (
         "status_1",
         "status_2",
+        "status_3",
+        "status_4",
+        "due_now",
+        "clock",
+        "coalesce_1",
+        "kind_1",
+        "kind_2",
+        "kind_3",
+        "kind_4",
+        "kind_5",
         "now",
         "host",
         "boot",
@@ -118,6 +132,14 @@ CLAIMABLE = Query(
         {
             "status_1": "running",
             "status_2": "submitted",
+            "status_3": "waiting",
+            "status_4": "halted",
+            "coalesce_1": 0,
+            "kind_1": "answer",
+            "kind_2": "cancel",
+            "kind_3": "decision",
+            "kind_4": "result",
+            "kind_5": "signal",
             "param_1": 0,
             "param_2": 1,
             "param_3": 2,
@@ -125,7 +147,11 @@ CLAIMABLE = Query(
         }
     ),
 )
-"""Runs a worker may claim: running or submitted, unleased, released, expired, timed on another
-boot's clock (``boot`` is the LIKE pattern of this boot's owners), or held by a drive on this
-host (whose liveness the caller checks); not a queued run that never started (its queue's
-claim rule decides when it starts)."""
+"""Runs a worker may claim: running or submitted, or waiting or halted and woken (due on the
+journal's clock ``due_now``, or due on another boot's clock than ``clock``, or a record that may
+wake it committed after it stopped: ``decide.WAIT_STATUSES``); and unleased, released, expired,
+timed on another boot's clock (``boot`` is the LIKE pattern of this boot's owners), or held by
+a drive on this host (whose liveness the caller checks). Orphans first (a lease nobody released
+whose time ran out, or of another boot: its drive died), then runs nobody holds, then the live
+leases of this host, which only a gone process's may be taken: a worker that finds those first
+would find nothing else to claim. Then least recently updated."""

@@ -14,7 +14,7 @@ import sqlite3
 from typing import Any, Self
 
 from runtime.errors import ConfigError
-from runtime.ownership import Lease, Owner
+from runtime.ownership import Lease, Owner, boot_id
 from runtime.records import Record
 from runtime.store.checks import check_query
 from runtime.store.codec import decode
@@ -152,7 +152,16 @@ class SQLiteStore(QueueFront, JudgedLeases, StoreFront):
         the live leases of this host; least recently updated first within each."""
         now = now_ms()
         boot = boot_pattern()
-        params = CLAIMABLE.params(now=now, now2=now, host=host, boot=boot, boot2=boot, limit=limit)
+        params = CLAIMABLE.params(
+            now=now,
+            now2=now,
+            due_now=now,
+            clock=boot_id(),
+            host=host,
+            boot=boot,
+            boot2=boot,
+            limit=limit,
+        )
         rows = await self._readers.run(_fetchall, CLAIMABLE.sql, params)
         return [(row[0], None if row[1] is None else _read(row[0], row[1:], now)) for row in rows]
 
