@@ -28,7 +28,7 @@ from runtime.store.decide import (
     wanted,
 )
 from runtime.store.front import JudgedLeases, StoreFront
-from runtime.store.leases import holds, judge, lease_of, now_ms, owner_text
+from runtime.store.leases import holds, judge, lease_of, now_ms, owner_text, wall_offset_ms
 from runtime.store.ops import Failed, LeaseOp, Op
 from runtime.store.protocol import RunRow
 from runtime.store.queuefront import QueueFront
@@ -222,6 +222,11 @@ class MemoryStore(QueueFront, JudgedLeases, StoreFront):
 
     async def _queue_clock(self) -> tuple[int, str]:
         return now_ms(), clock_name()
+
+    async def slot_clock_ms(self) -> int:
+        """The journal's clock as wall-clock ms: the boot clock plus the wall time at boot."""
+        now = now_ms()
+        return now + wall_offset_ms(now)
 
     # --- leases, decided by ``JudgedLeases`` through ``_submit`` ------------------------------
 

@@ -414,6 +414,10 @@ class Queues(Protocol):
 
     async def schedules(self) -> list[ScheduleRow]: ...
 
+    async def slot_clock_ms(self) -> int:
+        """Wall-clock ms (UTC) by the journal's clock: what schedules' slots are judged on."""
+        ...
+
 
 # --- a queue op, step by step, the same for every SQL store -----------------------------------
 

@@ -223,6 +223,10 @@ class PostgresStore(QueueFront, StoreFront):
     async def _queue_clock(self) -> tuple[int, str]:
         return await self.clock_ms(), Q.CLOCK_NAME
 
+    async def slot_clock_ms(self) -> int:
+        """The journal's clock, the server's: wall-clock ms already."""
+        return await self.clock_ms()
+
     async def claimable(
         self, *, limit: int = 10, host: str | None = None
     ) -> list[tuple[str, Lease | None]]:

@@ -20,7 +20,7 @@ from runtime.store.checks import check_query
 from runtime.store.codec import decode
 from runtime.store.decide import Row
 from runtime.store.front import JudgedLeases, StoreFront, lease_row, like_prefix
-from runtime.store.leases import boot_pattern, lease_of, now_ms, owner_text
+from runtime.store.leases import boot_pattern, lease_of, now_ms, owner_text, wall_offset_ms
 from runtime.store.ops import Op
 from runtime.store.protocol import RunRow
 from runtime.store.queuefront import QueueFront
@@ -144,6 +144,11 @@ class SQLiteStore(QueueFront, JudgedLeases, StoreFront):
 
     async def _queue_clock(self) -> tuple[int, str]:
         return now_ms(), clock_name()
+
+    async def slot_clock_ms(self) -> int:
+        """The journal's clock as wall-clock ms: the boot clock plus the wall time at boot."""
+        now = now_ms()
+        return now + wall_offset_ms(now)
 
     async def claimable(
         self, *, limit: int = 10, host: str | None = None
