@@ -381,7 +381,11 @@ async def _enqueue(
         if priority != 0:
             given.append("priority")
         if given:
-            raise ConfigError(f"{', '.join(given)} need a queue: submit(..., queue=NAME)")
+            verb = "needs" if len(given) == 1 else "need"
+            raise ConfigError(
+                f"{', '.join(given)} {verb} a queue: submit(..., queue=NAME) (on the command "
+                "line, --queue NAME)"
+            )
         return None
     if session is not None:
         raise ConfigError("a session's message is not queued: give session or queue, not both")

@@ -24,7 +24,7 @@ async def key_overlaps(journal: Journal, queue: str, limit: int) -> list[str]:
         assert end is not None, f"{run_id} never ended"
         by_key[key].append((started, end.seq, run_id))
     problems = []
-    for key, spans in by_key.items():
+    for spans in by_key.values():
         for started, _end, run_id in spans:
             active = [r for s, e, r in spans if r != run_id and s <= started < e]
             if len(active) >= limit:
