@@ -392,6 +392,8 @@ async def _enqueue(
     store = journal.store
     if not isinstance(store, Queues):
         raise ConfigError(f"the journal's store ({type(store).__name__}) keeps no queues")
+    if await store.check_run(run_id):
+        return None  # it exists: left as it is, queued or not, as submit leaves any run
     return await store.enqueue(
         run_id, queue, key=key, priority=priority, dedup_key=dedup_key, debounce=debounce
     )

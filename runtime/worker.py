@@ -120,6 +120,8 @@ class Worker:
         self._halted: list[str] | None = None
         """The halted runs read last (``_halted_runs``), and when."""
         self._scanned_at = 0.0
+        self._failing: dict[str, str] = {}
+        """Schedules whose slots could not be started, with why (said once while alike)."""
         self._due: dict[str, int | None] = {}
         """When each halted run's reconcilers are next due (ms, the journal's clock)."""
 
@@ -170,7 +172,9 @@ class Worker:
                         log.error("worker_claim_failed", worker=self.name, error=repr(exc))
                 if not self._stopping.is_set():
                     try:
-                        if await start_due_slots(self.journal, self._open_spec, worker=self.name):
+                        if await start_due_slots(
+                            self.journal, self._open_spec, worker=self.name, failing=self._failing
+                        ):
                             self._wake.set()  # runs were submitted: claim them at once
                         schedules.ended(worker=self.name)
                     except StorageError as exc:

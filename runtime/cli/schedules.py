@@ -8,6 +8,7 @@ from typing import Any
 
 from runtime.cli.base import EXIT_USAGE, Command, Failure, Invocation
 from runtime.cli.drive import _seconds
+from runtime.cli.specs import open_agent
 
 __all__ = ["COMMANDS"]
 
@@ -76,6 +77,9 @@ async def _schedule(inv: Invocation) -> int:
             raise Failure(f"schedule add needs {', '.join(missing)}", EXIT_USAGE)
         if args.catch_up is not None and args.missed != "catch-up":
             raise Failure("--catch-up goes with --missed catch-up", EXIT_USAGE)
+    if action == "add":
+        async with open_agent(args.agent):
+            pass  # its spec imports and builds an agent: workers will build it for each run
     async with inv.journal(create=action == "add") as journal:
         schedules = journal.schedules
         if action == "add":
