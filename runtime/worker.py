@@ -7,7 +7,10 @@ Runs that need driving are those the store lists as ``claimable``: not ended, no
 a person, not halted, and with no live owner (a drive that crashed, a run that ``approve``,
 ``answer`` or ``resolve`` made ready, a run ``submit`` started). Halted runs whose tools
 declare reconcilers are reconciled with backoff (``runtime.reconcile``); one that settles is
-ready, and is claimed. Claiming a run is acquiring its
+ready, and is claimed. A queued run that never started is claimed only when its queue's limits
+admit it (``runtime.store.queues``: decided with the lease grant), highest priority first; and
+on each pass the worker starts the due slots of the journal's schedules (``runtime.scheduler``).
+Claiming a run is acquiring its
 lease, so N workers on one journal never drive one run at once. ``stop()`` stops claiming, lets
 each drive reach its next record boundary within ``grace`` seconds, then cancels what is left;
 every lease is released on the way out. On a store that can say when runs become ready
