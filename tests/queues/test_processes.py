@@ -114,7 +114,18 @@ def one_run_per_slot_while_killing(url: str, slots: int) -> None:
     assert (paused - found[-1]).total_seconds() < 4, "the last slots before the pause started"
     starts = asyncio.run(_starts(url, runs))
     assert set(starts.values()) == {1}, "each run started once"
-    print(f"\n{len(found)} slots, one run each; {kills} workers SIGKILLed, one per slot")
+    # A submit takes epoch 1 and a worker's drive epoch 2: more means a dead holder's lease
+    # was taken over (a submit or a drive cut short by a kill).
+    taken = sum(1 for epoch in asyncio.run(_epochs(url, runs)).values() if epoch > 2)
+    print(
+        f"\n{len(found)} slots, one run each; {kills} workers SIGKILLed, one per slot; "
+        f"{taken} runs taken over from a killed worker"
+    )
+
+
+async def _epochs(url: str, runs: list[str]) -> dict[str, int]:
+    async with Journal(url) as journal:
+        return {r: lease.epoch for r in runs if (lease := await journal.lease(r)) is not None}
 
 
 async def _statuses(url: str, runs: list[str]) -> dict[str, str | None]:

@@ -72,7 +72,7 @@ async def test_queue_options_need_a_queue(db_path: Path) -> None:
         try:
             await agent.submit("x", "go", journal=journal, dedup_key="k")
         except ConfigError as exc:
-            assert "need a queue" in str(exc)
+            assert "needs a queue" in str(exc)
         else:
             raise AssertionError("a dedup key without a queue was accepted")
 
