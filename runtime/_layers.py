@@ -90,6 +90,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "runtime.turns",
             "runtime.asking",
             "runtime.handles",
+            "runtime.waits",
             "runtime.findings",
             "runtime.reconcile",
             "runtime.calls",

@@ -54,8 +54,13 @@ async def replay(store: Store, run_id: str) -> RunState:
     if chunks and all(_readable(c) for c in chunks):
         start = await store.get(run_id, R.START)
         tail = await store.load(run_id, after=chunks[-1].seq)
-        return RunState.resumed(run_id, start, chunks, tail)
-    return RunState.fold(run_id, await store.load(run_id))
+        state = RunState.resumed(run_id, start, chunks, tail)
+        state.through = tail[-1].seq if tail else chunks[-1].seq
+        return state
+    records = await store.load(run_id)
+    state = RunState.fold(run_id, records)
+    state.through = records[-1].seq if records else 0
+    return state
 
 
 def _readable(chunk: Record) -> bool:

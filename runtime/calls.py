@@ -35,6 +35,7 @@ from runtime.tools import (
     idempotency_key_for,
     resumer,
 )
+from runtime.waits import Waiter
 
 __all__ = ["RESULT_COMMIT_RETRY", "Calls"]
 
@@ -111,8 +112,8 @@ class Calls:
                 return await self._side_effect(cs, k, tool, context)
             return await self._retry_safe(cs, k, tool, context)
         except Interrupted as paused:
-            log.info("run_waiting", call_id=call.id, tool=call.name, kind="input")
             waiting: Waiting = paused.waiting
+            log.info("run_waiting", call_id=call.id, tool=call.name, kind=waiting.kind)
             return waiting
         except Misuse as misuse:
             raise misuse.error from None
@@ -133,6 +134,7 @@ class Calls:
             ),
             interrupt=asking.interrupter(self.drive, cs, safety),
             record_handle=handle_recorder(self.drive, cs, k, safety),
+            waiter=Waiter(self.drive, cs, safety),
         )
 
     async def _side_effect(

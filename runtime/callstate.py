@@ -37,6 +37,10 @@ class CallState:
     """Terminal tallies of the approval gate, by the digest of the policy they were made under."""
     interrupts: dict[str, Record] = field(default_factory=dict)
     answers: dict[str, Record] = field(default_factory=dict)
+    waits: dict[int, Record] = field(default_factory=dict)
+    """The tool's waits (``ToolContext.sleep``, ``receive``), by their place among its waits."""
+    received: dict[int, Record] = field(default_factory=dict)
+    """What each of its receives was given (a signal, or its timeout), by the same place."""
     reconciles: dict[int, list[Record]] = field(default_factory=dict)
     """Inconclusive reconciler tries, by attempt, in order (a conclusion is the result)."""
 

@@ -20,6 +20,7 @@ from runtime.records import Appended
 from runtime.result import Halt, Waiting
 from runtime.retry import RetryingModel, RetryPolicy
 from runtime.sessions import HistoryHook
+from runtime.store.protocol import Store
 from runtime.tools import Tool, ToolSpec
 
 __all__ = [
@@ -141,6 +142,11 @@ class Drive(Protocol):
 
     @property
     def agent(self) -> AgentTools: ...
+
+    @property
+    def store(self) -> Store:
+        """The journal's store: its clock, and records other writers added (a signal)."""
+        ...
 
     def cancelled(self) -> bool: ...
 

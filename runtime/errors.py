@@ -6,7 +6,8 @@
     ├── ToolError                    a tool failed; recorded as an error result the model sees
     │   ├── UnknownToolError         the model named a tool the agent does not have
     │   ├── ToolArgumentsError       the arguments failed the tool's input schema; it never ran
-    │   └── ToolOutcomeUnknown       the tool may or may not have acted (timeout, lost connection)
+    │   ├── ToolOutcomeUnknown       the tool may or may not have acted (timeout, lost connection)
+    │   └── SignalTimeout            a receive's timeout came with no signal (a TimeoutError too)
     ├── ModelError                   the model provider failed (``retryable`` says whether to retry)
     ├── StorageError                 the journal could not be read or written
     │   ├── SchemaError              the database schema is missing, old, or from a newer bide
@@ -54,6 +55,7 @@ __all__ = [
     "RunBusy",
     "SchemaError",
     "SessionBusy",
+    "SignalTimeout",
     "StorageError",
     "ToolArgumentsError",
     "ToolError",
@@ -101,6 +103,11 @@ class ToolError(BideError):
     ):
         super().__init__(message, run_id=run_id, call_id=call_id)
         self.data = data
+
+
+class SignalTimeout(ToolError, TimeoutError):
+    """``ToolContext.receive`` found no signal within its timeout (journaled: the same on
+    every run of the tool after). Uncaught, the call's result is this error."""
 
 
 class UnknownToolError(ToolError):

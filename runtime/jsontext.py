@@ -9,9 +9,12 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from runtime.errors import ConfigError
+
 __all__ = [
     "MAX_DEPTH",
     "TooDeep",
+    "check_signal_name",
     "compact",
     "find_problem",
     "parse_json",
@@ -192,3 +195,16 @@ def parse_json(
         return json.loads(text, parse_constant=parse_constant)
     except RecursionError:  # pragma: no cover - the count above comes first
         raise TooDeep(depth) from None
+
+
+def check_signal_name(name: Any, what: str = "signal name") -> str:
+    """A signal's name or id: 1 to 128 characters, no ``/`` (it is part of a key), no NUL."""
+    if (
+        not isinstance(name, str)
+        or not name
+        or len(name) > 128
+        or "/" in name
+        or unstorable_text(name) is not None
+    ):
+        raise ConfigError(f"a {what} is 1 to 128 characters, without '/' or NUL: {name!r}")
+    return name

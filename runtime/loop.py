@@ -41,6 +41,7 @@ from runtime.redact import clean
 from runtime.result import Halt, RunResult, RunStatus, Waiting
 from runtime.sessions import Opening, Summary
 from runtime.state import CallState, RunState
+from runtime.store.decide import WAKE_KINDS
 from runtime.summaries import summarized
 from runtime.tools import (
     KEY_SCHEME,
@@ -375,17 +376,31 @@ class RunDrive(RunBounds):
             )
             return self._result(RunStatus.HALTED, halts=halts, waiting=waits)
         if waits:
+            dues = [w.due_ms for w in waits if w.due_ms is not None]
             await self.store.update_index(
                 self.run_id,
                 unless=R.END,
                 epoch=self.holding.epoch,
                 status="waiting",
                 detail={"waiting": [w.to_json() for w in waits]},
+                due_ms=min(dues) if dues else None,
+                wake_seq=await self._seen_through(),
             )
             return self._result(RunStatus.WAITING, waiting=waits)
         if any(isinstance(o, Cancelled) for o in outcomes):
             return await self._end("cancelled")
         return None
+
+    async def _seen_through(self) -> int:
+        """The ``seq`` through which this drive saw every record of its run, for the wait it
+        stops on: a record another writer commits after it (an answer, a decision, a signal)
+        wakes the run. Read now: one committed while the drive ran, and not seen, counts too."""
+        state = self.state
+        fresh = await self.store.load(self.run_id, after=state.through)
+        unseen = [r.seq for r in fresh if r.kind in WAKE_KINDS and not state.saw(r.seq)]
+        if unseen:
+            return min(unseen) - 1
+        return fresh[-1].seq if fresh else state.through
 
     async def _limited(self, limit: asyncio.Semaphore, cs: CallState) -> Outcome:
         async with limit:

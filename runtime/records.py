@@ -21,6 +21,11 @@ One run's keys (insert-if-absent, so of two drivers writing one key exactly one 
     tally/<call>/<policy>       the gate's terminal tally under one policy, before the tool runs
     interrupt/<call>/<key>      a tool's question to a person
     answer/<call>/<key>         the answer to it
+    wait/<call>/<n>             the n-th wait of a call's tool (``ToolContext.sleep``, ``receive``):
+                                what it waits for and when it is due, on the journal's clock
+    received/<call>/<n>         what the n-th wait, a receive, was given: a signal, or its timeout
+    signal/<name>/<id>          a named message sent to the run (``Journal.signal``), waiting in
+                                its mailbox until a receive takes it; one per id
     cancel                      a cancel request
     stop/<turns>/<reason>       a drive stopped short of an end (max_turns, the model unavailable)
     history/<last>              the settled turns since the previous chunk, up to turn <last>, as
@@ -46,12 +51,15 @@ __all__ = [
     "HISTORY",
     "INTERRUPT",
     "LATE",
+    "RECEIVED",
     "RECONCILE",
     "RESULT",
+    "SIGNAL",
     "START",
     "STOP",
     "TALLY",
     "TURN",
+    "WAIT",
     "Appended",
     "Entry",
     "Handle",
@@ -65,11 +73,15 @@ __all__ = [
     "history_key",
     "interrupt_key",
     "late_key",
+    "received_key",
     "reconcile_key",
     "result_key",
+    "signal_key",
+    "signal_prefix",
     "stop_key",
     "tally_key",
     "turn_key",
+    "wait_key",
 ]
 
 CODEC = "json"
@@ -84,6 +96,9 @@ DECISION = "decision"
 TALLY = "tally"
 INTERRUPT = "interrupt"
 ANSWER = "answer"
+WAIT = "wait"
+RECEIVED = "received"
+SIGNAL = "signal"
 CANCEL = "cancel"
 HALT = "halt"
 HANDLE = "handle"
@@ -147,6 +162,23 @@ def interrupt_key(call_id: str, key: str) -> str:
 
 def answer_key(call_id: str, key: str) -> str:
     return f"answer/{call_id}/{key}"
+
+
+def wait_key(call_id: str, n: int) -> str:
+    return f"wait/{call_id}/{n}"
+
+
+def received_key(call_id: str, n: int) -> str:
+    return f"received/{call_id}/{n}"
+
+
+def signal_prefix(name: str) -> str:
+    """The keys of the signals named ``name`` (a name holds no ``/``)."""
+    return f"signal/{name}/"
+
+
+def signal_key(name: str, signal_id: str) -> str:
+    return f"{signal_prefix(name)}{signal_id}"
 
 
 def error_payload(kind: str, message: str, data: Any = None) -> dict[str, Any]:

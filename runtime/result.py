@@ -54,9 +54,10 @@ class Halt:
 
 @dataclass(frozen=True, slots=True)
 class Waiting:
-    """What a waiting run needs: an approval decision or a person's answer."""
+    """What a waiting run needs: an approval decision, a person's answer, its timer to come due
+    (``ToolContext.sleep``) or a signal (``ToolContext.receive``)."""
 
-    kind: str  # "approval" or "input"
+    kind: str  # "approval", "input", "timer" or "signal"
     call_id: str
     tool: str
     arguments: Any
@@ -65,6 +66,12 @@ class Waiting:
     schema: Any = None
     policy: Any = None
     tally: Any = None
+    due_ms: int | None = None
+    """When the wait ends by itself (a timer, a receive's timeout), on the journal's clock."""
+    at: str | None = None
+    """That time on the wall clock, as ISO 8601 UTC: for people to read, never to decide."""
+    name: str | None = None
+    """The signal a receive waits for."""
 
     def to_json(self) -> dict[str, Any]:
         out = {
@@ -73,7 +80,7 @@ class Waiting:
             "tool": self.tool,
             "arguments": self.arguments,
         }
-        for name in ("prompt", "key", "schema", "policy", "tally"):
+        for name in ("prompt", "key", "schema", "policy", "tally", "due_ms", "at", "name"):
             value = getattr(self, name)
             if value is not None:
                 out[name] = value

@@ -43,6 +43,13 @@ class RunState:
     """The history chunks a resumed drive started from, if it did (``resumed``)."""
     chunked: int = 0
     """How many of the first turns a history chunk holds."""
+    signals: dict[str, list[Record]] = field(default_factory=dict)
+    """The signals sent to the run, by name, in commit order (``Journal.signal``)."""
+    consumed: set[str] = field(default_factory=set)
+    """The keys of the signals a receive was given: each is given once."""
+    through: int = 0
+    """The highest ``seq`` of the records a replay loaded: the state holds every record of the
+    run up to it (later ones: those its drive wrote, or was answered with)."""
     _seen: set[int] = field(default_factory=set)
 
     @classmethod
@@ -93,6 +100,10 @@ class RunState:
             return
         self._seen.add(record.seq)
         self._checked_fold(record)
+
+    def saw(self, seq: int) -> bool:
+        """Whether the record of this ``seq`` was folded in."""
+        return seq in self._seen
 
     def add_ahead(self, record: Record) -> None:
         """Fold a record its drive wrote ahead: not committed yet (its ``seq`` is 0), it
@@ -149,12 +160,21 @@ class RunState:
                 call.interrupts[str(payload["key"])] = record
             elif kind == R.ANSWER:
                 call.answers[str(payload["key"])] = record
+            elif kind == R.WAIT:
+                call.waits[int(payload["n"])] = record
+            elif kind == R.RECEIVED:
+                call.received[int(payload["n"])] = record
+                given = payload.get("signal")
+                if isinstance(given, str):
+                    self.consumed.add(given)
             else:
                 call.reconciles.setdefault(int(payload["attempt"]), []).append(record)
         elif kind == R.HISTORY:  # any chunk, read or not: the next one's key follows it
             last = payload.get("last") if isinstance(payload, Mapping) else None
             if isinstance(last, int) and last > self.chunked:
                 self.chunked = last
+        elif kind == R.SIGNAL:
+            self.signals.setdefault(str(payload["name"]), []).append(record)
         elif kind == R.CANCEL:
             self.cancel = record
         elif kind == R.STOP:
@@ -231,6 +251,12 @@ class RunState:
     def _waits(self, call: CallState) -> bool:
         if call.interrupts.keys() - call.answers.keys():
             return True
+        if call.waits:
+            # Its tool's latest wait: a sleep (due or not, until the tool goes on past it) or a
+            # receive not yet given anything.
+            n = max(call.waits)
+            if call.waits[n].payload.get("what") == "sleep" or n not in call.received:
+                return True
         return bool(call.plan.get("approval")) and not call.tallies
 
     def live_status(self, driving: Lease | None, *, submitted: bool = False) -> str:
@@ -323,6 +349,8 @@ _OF_A_CALL = frozenset(
         R.TALLY,
         R.INTERRUPT,
         R.ANSWER,
+        R.WAIT,
+        R.RECEIVED,
         R.RECONCILE,
     }
 )

@@ -7,6 +7,7 @@ a live owner (``driving``), judged by the caller.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -37,7 +38,8 @@ nothing of it ran, and only ``run`` with its input starts it (``resume`` cannot)
 
 @dataclass(frozen=True, slots=True)
 class Stop:
-    """A call the run is stopped on: ``halted`` (outcome unknown), ``approval`` or ``input``."""
+    """A call the run is stopped on: ``halted`` (outcome unknown), ``approval``, ``input``,
+    ``timer`` (``ToolContext.sleep``) or ``signal`` (``ToolContext.receive``)."""
 
     kind: str
     call_id: str
@@ -55,6 +57,13 @@ class Stop:
     reconciling: Mapping[str, Any] | None = None
     """For a halt whose tool has a reconciler: its last inconclusive try (``reconciler``,
     ``said``, ``detail``, ``waiting``, ``next_try_ms``)."""
+    due_at: str | None = None
+    """For a timer, or a receive with a timeout: when it ends by itself, on the wall clock (ISO
+    8601 UTC, to read; the journal's clock decides)."""
+    signal: str | None = None
+    """For a receive: the name of the signal it waits for."""
+    arrived: bool | None = None
+    """For a receive: a signal of that name is in the mailbox, for its next drive to give."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -72,6 +81,9 @@ class Stop:
             "tally",
             "cause",
             "reconciling",
+            "due_at",
+            "signal",
+            "arrived",
         ):
             value = getattr(self, name)
             if value is not None:
@@ -87,6 +99,11 @@ class Stop:
             return f"{text} ({len(self.tally.get('approvals', ()))}/{self.tally.get('need')})"
         if self.reconciling is not None:
             return f"{text} (reconciling)"
+        if self.signal is not None:
+            until = f", until {self.due_at}" if self.due_at is not None else ""
+            return f"{text} ({self.signal}{until})"
+        if self.due_at is not None:
+            return f"{text} (until {self.due_at})"
         return text
 
 
@@ -202,11 +219,49 @@ def waiting_on(state: RunState) -> tuple[Stop, ...]:
                     prompt=prompt if isinstance(prompt, str) else None,
                 )
             )
-        if not questions:
+        if questions:
+            continue
+        wait = _open_wait(c)
+        if wait is not None:
+            at = wait.get("at_ms")
+            receives = wait.get("what") == "receive"
             stops.append(
-                Stop("approval", c.call.id, c.call.name, c.call.arguments, tally=_tally(state, c))
+                Stop(
+                    "signal" if receives else "timer",
+                    c.call.id,
+                    c.call.name,
+                    c.call.arguments,
+                    due_at=wall_iso(at) if isinstance(at, int) else None,
+                    signal=str(wait.get("name")) if receives else None,
+                    arrived=_arrived(state, str(wait.get("name"))) if receives else None,
+                )
             )
+            continue
+        stops.append(
+            Stop("approval", c.call.id, c.call.name, c.call.arguments, tally=_tally(state, c))
+        )
     return tuple(stops)
+
+
+def _open_wait(call: CallState) -> Mapping[str, Any] | None:
+    """The payload of the call's latest wait while it lasts (``RunState.status``'s rule)."""
+    if not call.waits:
+        return None
+    n = max(call.waits)
+    wait = call.waits[n].payload
+    if wait.get("what") == "sleep" or n not in call.received:
+        return wait if isinstance(wait, Mapping) else None
+    return None
+
+
+def _arrived(state: RunState, name: str) -> bool:
+    return any(r.key not in state.consumed for r in state.signals.get(name, ()))
+
+
+def wall_iso(ms: int) -> str:
+    """A wall-clock time in ms as ISO 8601 UTC, to the second."""
+    moment = dt.datetime.fromtimestamp(ms / 1000, dt.UTC).replace(microsecond=0)
+    return moment.isoformat().replace("+00:00", "Z")
 
 
 def uncounted(state: RunState, call: CallState) -> dict[int, str]:

@@ -14,7 +14,7 @@ from runtime import records as R
 from runtime.messages import AssistantTurn
 from runtime.records import Record
 from runtime.state import CallState, RunState
-from runtime.stops import uncounted
+from runtime.stops import uncounted, wall_iso
 from runtime.terminal import clip
 
 __all__ = ["Event", "event"]
@@ -108,6 +108,8 @@ def _tell(state: RunState, record: Record) -> tuple[str, tuple[str, ...]]:
         )
     if kind == R.INTERRUPT:
         return "question", (f"{_who_call(state, p)} asks {clip(p.get('prompt'))} ({p.get('key')})",)
+    if kind in (R.WAIT, R.RECEIVED, R.SIGNAL):
+        return _tell_wait(state, record)
     told = _tell_person(state, record)
     if told is not None:
         return told
@@ -181,6 +183,25 @@ def _tell_person(state: RunState, record: Record) -> tuple[str, tuple[str, ...]]
         by = f" by {p['by']}" if p.get("by") else ""
         return "answer", (f"{who} {p.get('key')} = {clip(p.get('value'))}{by}",)
     return None
+
+
+def _tell_wait(state: RunState, record: Record) -> tuple[str, tuple[str, ...]]:
+    """A tool's wait (a sleep, a receive), what a receive was given, a signal sent."""
+    kind, p = record.kind, record.payload
+    at = p.get("at_ms")
+    until = f" until {wall_iso(at)}" if isinstance(at, int) else ""
+    if kind == R.SIGNAL:
+        by = f" by {p['by']}" if p.get("by") else ""
+        return "signal", (f"{p.get('name')} = {clip(p.get('value'))}{by} ({p.get('signal_id')})",)
+    who = _who_call(state, p)
+    if kind == R.RECEIVED:
+        if p.get("timed_out"):
+            return "received", (f"{who} wait {p.get('n')}: its timeout came, no signal",)
+        given = str(p.get("signal", "")).rpartition("/")[2]
+        return "received", (f"{who} wait {p.get('n')}: given signal {given}",)
+    if p.get("what") == "receive":
+        return "wait", (f"{who} wait {p.get('n')}: receives {p.get('name')}{until}",)
+    return "wait", (f"{who} wait {p.get('n')}: sleeps{until}",)
 
 
 def _outcome(p: Mapping[str, Any]) -> str:

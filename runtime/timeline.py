@@ -261,6 +261,22 @@ def _now(tl: Timeline, origin: int) -> list[str]:
     for stop in tl.waiting:
         if stop.kind == "input":
             lines.append(f"waiting: {stop.call_id} {stop.tool} asks {clip(stop.prompt)}")
+        elif stop.kind == "timer":
+            lines.append(
+                f"waiting: {stop.call_id} {stop.tool} sleeps until {stop.due_at}: a worker "
+                "drives the run again then"
+            )
+        elif stop.kind == "signal" and stop.arrived:
+            lines.append(
+                f"waiting: {stop.call_id} {stop.tool} waits for a signal {stop.signal}, and one "
+                "came: the next drive (a worker, or resume) gives it to the tool"
+            )
+        elif stop.kind == "signal":
+            until = f" (until {stop.due_at}, then it times out)" if stop.due_at else ""
+            lines.append(
+                f"waiting: {stop.call_id} {stop.tool} waits for a signal {stop.signal}{until}: "
+                f"send it with `signal RUN_ID {stop.signal} --value JSON`"
+            )
         else:
             t = stop.tally or {}
             approvals = ", ".join(t.get("approvals", ())) or "none yet"

@@ -10,6 +10,7 @@ adapter (``adapters.mcp``) builds on: ``validate_tool_name``, ``safe_repr``, ``I
 
 from __future__ import annotations
 
+import datetime
 import enum
 import hashlib
 import inspect
@@ -188,6 +189,7 @@ class ToolContext:
     __slots__ = (
         "_interrupt",
         "_record_handle",
+        "_waiter",
         "call_id",
         "idempotency_key",
         "run_id",
@@ -205,6 +207,7 @@ class ToolContext:
         idempotency_key: str | None = None,
         interrupt: Callable[..., Awaitable[Any]] | None = None,
         record_handle: Callable[..., Awaitable[bool]] | None = None,
+        waiter: Any = None,
     ):
         self.run_id = run_id
         self.call_id = call_id
@@ -213,6 +216,7 @@ class ToolContext:
         self.idempotency_key = idempotency_key or idempotency_key_for(run_id, call_id)
         self._interrupt = interrupt
         self._record_handle = record_handle
+        self._waiter = waiter
 
     async def record_handle(self, handle: Any, *, in_flight: bool = False) -> bool:
         """Journal ``handle`` (plain JSON) as the next step of this attempt's progress.
@@ -249,6 +253,52 @@ class ToolContext:
                 call_id=self.call_id,
             )
         return await self._interrupt(key, prompt, expect=expect, schema=schema)
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` durably: the run stops ``waiting`` (a timer) instead of holding a
+        process, and a worker drives it again once the time has come on the journal's clock.
+
+        Like ``interrupt``, the tool then runs again from its start (so only READ_ONLY and
+        IDEMPOTENT tools may wait, or a SIDE_EFFECT continued through its handle), and this
+        sleep returns at once: its time came. A tool's waits are counted in order, so it must
+        reach them in the same order each time it runs.
+        """
+        await self._waits("sleep()").sleep(seconds)
+
+    async def sleep_until(self, when: datetime.datetime) -> None:
+        """``sleep`` until ``when`` (a datetime with a time zone): the wall-clock time is read
+        once, when the wait is journaled; from then on the wait is timed on the journal's
+        clock, which steps of a wall clock do not move."""
+        await self._waits("sleep_until()").sleep_until(when)
+
+    async def receive(
+        self,
+        name: str,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - a durable timeout, not asyncio's
+        expect: Any = Any,
+        schema: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """The next signal ``name`` sent to the run (``Journal.signal``), its value validated
+        as ``expect``; the run waits (``waiting``, for a signal) until one comes.
+
+        Each signal is given to one receive, in the order they were sent; a signal sent before
+        the receive waits in the run's mailbox. With ``timeout`` (seconds, from the first time
+        the tool reached this receive) the receive raises ``SignalTimeout`` once it passes with
+        no signal, and on every run of the tool after. Waits like ``sleep``.
+        """
+        return await self._waits("receive()").receive(
+            name, timeout=timeout, expect=expect, schema=schema
+        )
+
+    def _waits(self, what: str) -> Any:
+        if self._waiter is None:
+            raise ConfigError(
+                f"{what} needs a tool driven by an agent run",
+                run_id=self.run_id,
+                call_id=self.call_id,
+            )
+        return self._waiter
 
     def __repr__(self) -> str:
         return f"ToolContext(run_id={self.run_id!r}, call_id={self.call_id!r})"

@@ -69,6 +69,7 @@ BOTH_BACKENDS = frozenset(
         "tests/runtime/test_events.py",
         "tests/runtime/test_children.py",
         "tests/runtime/test_children_limits.py",
+        "tests/runtime/test_waits.py",
         "tests/journal/test_fuzz.py",
     }
 )

@@ -297,6 +297,13 @@ def _report(inv: Invocation, result: RunResult[Any]) -> None:
         what = f"approval of {wait.call_id} {wait.tool}"
         if wait.kind == "input":
             what = f"an answer for {wait.call_id} {wait.tool}: {clip(wait.prompt)}"
+        elif wait.kind == "timer":
+            what = f"{wait.call_id} {wait.tool}'s timer, due {wait.at} (a worker drives it then)"
+        elif wait.kind == "signal":
+            what = (
+                f"a signal {wait.name} for {wait.call_id} {wait.tool} "
+                f"(`{inv.command('signal', run_id)} {wait.name} --value JSON`)"
+            )
         log.warning("waiting_for", what=what)
     if result.status is RunStatus.FAILED:
         log.error("run_failed", error=result.error)

@@ -1,4 +1,4 @@
-"""``approve``, ``answer`` and ``keygen``: what a person says to a waiting run."""
+"""``approve``, ``answer``, ``signal`` and ``keygen``: what a person says to a waiting run."""
 
 from __future__ import annotations
 
@@ -180,15 +180,7 @@ def _answer_arguments(parser: argparse.ArgumentParser) -> None:
 
 async def _answer(inv: Invocation) -> int:
     args = inv.args
-    try:
-        value: Any = parse_json(args.value)
-    except TooDeep as exc:
-        raise Failure(f"--value: {exc}, more than a journal keeps", EXIT_USAGE) from None
-    except ValueError:
-        raise Failure(
-            f"--value takes JSON (for a text, quote it: '\"blue\"'), not {args.value!r}",
-            EXIT_USAGE,
-        ) from None
+    value = _json_value(args.value)
     async with inv.journal() as journal:
         new = await journal.answer(
             args.run_id, args.key, value, call_id=args.call, by=operator(inv)
@@ -199,6 +191,47 @@ async def _answer(inv: Invocation) -> int:
         inv.out(f"{args.key} was already answered with that value")
     inv.out(f"continue the run: {inv.command('resume', args.run_id)}")
     return 0
+
+
+def _signal_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_id", metavar="RUN_ID")
+    parser.add_argument("name", metavar="NAME", help="the signal's name, as the tool receives it")
+    parser.add_argument(
+        "--value", metavar="JSON", default="null", help="what it carries, as JSON (default null)"
+    )
+    parser.add_argument(
+        "--id",
+        metavar="SIGNAL_ID",
+        dest="signal_id",
+        help="an id of your own: sending it again is one signal (default: a new id)",
+    )
+    parser.add_argument("--by", metavar="NAME", help="who sends it (default: your login name)")
+
+
+async def _signal(inv: Invocation) -> int:
+    args = inv.args
+    value = _json_value(args.value)
+    async with inv.journal() as journal:
+        new = await journal.signal(
+            args.run_id, args.name, value, signal_id=args.signal_id, by=operator(inv)
+        )
+    if new:
+        inv.out(f"signal {args.name} sent to {args.run_id}")
+    else:
+        inv.out(f"signal {args.signal_id} was already sent with that value")
+    return 0
+
+
+def _json_value(text: str) -> Any:
+    try:
+        return parse_json(text)
+    except TooDeep as exc:
+        raise Failure(f"--value: {exc}, more than a journal keeps", EXIT_USAGE) from None
+    except ValueError:
+        raise Failure(
+            f"--value takes JSON (for a text, quote it: '\"blue\"'), not {text!r}",
+            EXIT_USAGE,
+        ) from None
 
 
 def _keygen_arguments(parser: argparse.ArgumentParser) -> None:
@@ -288,6 +321,19 @@ COMMANDS = (
         example="  {prog} answer quote-1 price --value 42",
         arguments=_answer_arguments,
         handler=_answer,
+    ),
+    Command(
+        name="signal",
+        summary="send a run a named signal, for a tool that receives it",
+        description=(
+            "Journal a signal in the run's mailbox. A tool's `context.receive(NAME)` takes it:\n"
+            "each signal once, in the order they were sent; one sent before the receive waits\n"
+            "for it. A run waiting for NAME becomes ready (a worker drives it, or `resume`).\n"
+            "Sending again with the same --id is one signal; another value under it, exit 2."
+        ),
+        example="  {prog} signal order-7 payment-cleared --value '{{\"amount\": 500}}'",
+        arguments=_signal_arguments,
+        handler=_signal,
     ),
     Command(
         name="keygen",

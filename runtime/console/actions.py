@@ -15,7 +15,7 @@ from runtime.approval import ApprovalPolicy, Decision, verify
 from runtime.errors import ConfigError
 from runtime.journal import Journal, Resolution
 from runtime.journal.resolution import resolution_payload
-from runtime.jsontext import TooDeep, parse_json
+from runtime.jsontext import TooDeep, check_signal_name, parse_json
 from runtime.state import RunState
 
 __all__ = [
@@ -166,6 +166,33 @@ class AnswerAction:
 
 
 @dataclass(frozen=True, slots=True)
+class SignalAction:
+    run_id: str
+    name: str
+    value: Any
+    signal_id: str | None
+    by: str | None
+
+    def preview(self, state: RunState) -> Preview:
+        check_signal_name(self.name)
+        if self.signal_id is not None:
+            check_signal_name(self.signal_id, "signal id")
+        if state.end is not None:
+            raise ConfigError(f"run {self.run_id!r} has ended; nothing more is recorded for it")
+        return Preview(
+            f"send signal {self.name} to run {self.run_id}",
+            "signal",
+            {"name": self.name, "value": self.value, "by": self.by},
+        )
+
+    async def apply(self, journal: Journal) -> str:
+        new = await journal.signal(
+            self.run_id, self.name, self.value, signal_id=self.signal_id, by=self.by
+        )
+        return f"signal {self.name} sent" if new else "this signal was already sent"
+
+
+@dataclass(frozen=True, slots=True)
 class CancelAction:
     run_id: str
     reason: str | None
@@ -188,7 +215,7 @@ class CancelAction:
         return "cancel requested" if new else "cancel was already requested"
 
 
-Action = ResolveAction | DecideAction | AnswerAction | CancelAction
+Action = ResolveAction | DecideAction | AnswerAction | SignalAction | CancelAction
 
 
 def parse_action(run_id: str, form: Mapping[str, str], *, by: str | None) -> Action:
@@ -218,6 +245,14 @@ def parse_action(run_id: str, form: Mapping[str, str], *, by: str | None) -> Act
             _needed(text, "key"),
             _json(form.get("value", ""), "the answer"),
             text.get("call_id") or None,
+            by,
+        )
+    if what == "signal":
+        return SignalAction(
+            run_id,
+            _needed(text, "name"),
+            _json(form.get("value", ""), "the value"),
+            text.get("signal_id") or None,
             by,
         )
     if what == "cancel":

@@ -4,6 +4,7 @@ approve, answer), cancel, and the confirmation page every action passes through.
 from __future__ import annotations
 
 import shlex
+import uuid
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlencode
@@ -152,6 +153,31 @@ def stop_forms(tl: Timeline, stop: Stop, csrf: str, operator: str | None) -> Htm
                 ).format(sign=sign),
                 "submit signed decision…",
                 css="signed",
+            )
+        )
+    elif stop.kind == "timer":
+        head += Html("<p>sleeps until {at}: a worker drives the run again then</p>").format(
+            at=stop.due_at or "?"
+        )
+    elif stop.kind == "signal":
+        until = f" (until {stop.due_at}, then its receive times out)" if stop.due_at else ""
+        head += Html("<p>waits for a signal <code>{name}</code>{until}</p>").format(
+            name=stop.signal or "", until=until
+        )
+        if stop.arrived:
+            head += Html("<p class=decided>one came: the next drive gives it to the tool</p>")
+        forms.append(
+            _form(
+                tl.run_id,
+                csrf,
+                # Its id is made with the form: submitted twice, it is one signal.
+                _hidden(action="signal", name=stop.signal or "", signal_id=uuid.uuid4().hex)
+                + Html(
+                    "<label>value (JSON) <textarea name=value class=signal-value required>"
+                    "</textarea></label>"
+                ),
+                "send signal…",
+                css="signal",
             )
         )
     else:

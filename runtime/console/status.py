@@ -11,7 +11,7 @@ STATUSES: dict[str, str] = {
     "submitted": "started durably, not driven yet: a worker or resume drives it",
     "orphaned": "not ended and no live process drives it (it crashed, or a drive stopped short "
     "of an end): resume it, or let a worker",
-    "waiting": "waits for an approval or an answer",
+    "waiting": "waits for an approval, an answer, its timer or a signal",
     "halted": "a side effect's outcome is unknown: resolve it, then resume",
     "completed": "ended with an answer",
     "failed": "ended with an error",

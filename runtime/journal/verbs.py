@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+import uuid
 from typing import Any
 
 from runtime import faults, tracing
@@ -23,6 +24,7 @@ from runtime.journal.resolution import (
     judged_attempt,
     resolution_payload,
 )
+from runtime.jsontext import check_signal_name
 from runtime.logs import get_logger
 from runtime.ownership import is_alive
 from runtime.state import RunState
@@ -263,6 +265,54 @@ class OperatorVerbs:
             await self._mark_ready(state)
         return appended.won
 
+    async def signal(
+        self,
+        run_id: str,
+        name: str,
+        value: Any = None,
+        *,
+        signal_id: str | None = None,
+        by: str | None = None,
+    ) -> bool:
+        """Send the run a signal: a named message (``value``, plain JSON) that waits in its
+        mailbox until a tool's ``ToolContext.receive(name)`` takes it. True if recorded; False
+        if a signal with this ``signal_id`` was already (sending again is safe: one signal).
+
+        Each signal is given to one receive, in the order they were sent. A run waiting for
+        this name is made ready to drive (a worker claims it). A different value under an id
+        already sent is refused (``ConflictError``), and so is a signal to an ended run.
+        """
+        check_signal_name(name)
+        sid = uuid.uuid4().hex if signal_id is None else check_signal_name(signal_id, "signal id")
+        state = await self.require(run_id)
+        if state.end is not None:
+            raise ended(state)
+        check_storable({"value": value, "by": by}, "signal")
+        appended = await self.store.append(
+            run_id,
+            R.signal_key(name, sid),
+            R.SIGNAL,
+            {"name": name, "signal_id": sid, "value": value, "by": by},
+            unless=R.END,
+        )
+        if appended.record is None:
+            raise ended(state)
+        if not appended.won and appended.record.payload.get("value") != value:
+            raise ConflictError(
+                f"signal {sid!r} ({name!r}) of run {run_id!r} was sent already with a different"
+                " value",
+                run_id=run_id,
+            )
+        if appended.won:
+            log.info("run_signalled", run_id=run_id, signal=name, signal_id=sid, by=by)
+            state.add(appended.record)
+            if _receiving(state, name):
+                # Listed, and on PostgreSQL told to the workers, as ready at once; should the
+                # drive that waits still be writing "waiting", the signal wakes it anyway
+                # (the claim reads the records: ``store.decide.WAIT_STATUSES``).
+                await self.store.update_index(run_id, unless=R.END, status="running")
+        return appended.won
+
     async def _mark_ready(self, state: RunState) -> None:
         """Set the run's index status from its records after a person's input, so that a run
         the input unblocked is listed (and claimed by a worker) as ready to drive."""
@@ -293,3 +343,18 @@ class OperatorVerbs:
         if appended.won:
             log.info("run_cancel_requested", run_id=run_id, by=by)
         return appended.won
+
+
+def _receiving(state: RunState, name: str) -> bool:
+    """Whether a pending call's latest wait is a receive of ``name`` that was given nothing."""
+    for call in state.pending_calls():
+        if call.waits:
+            n = max(call.waits)
+            wait = call.waits[n].payload
+            if (
+                wait.get("what") == "receive"
+                and wait.get("name") == name
+                and n not in call.received
+            ):
+                return True
+    return False

@@ -212,7 +212,7 @@ def decide(
                 fields.update(op.index)
                 status = op.index.get("status")
                 if status is not None:
-                    stopped(fields, status, op.epoch, op.index.get("due_ms"), seq, clock_id)
+                    stopped(fields, status, op.epoch, op.index, seq, clock_id)
                     if op.epoch is None and status in READY_STATUSES:
                         plan.ready[run_id] = None
             if op.release:  # fenced by its epoch above: the lease is this op's to release
@@ -255,7 +255,7 @@ def decide(
                 fields.update(op.fields)
                 status = op.fields.get("status")
                 if status is not None:
-                    stopped(fields, status, op.epoch, op.fields.get("due_ms"), seq, clock_id)
+                    stopped(fields, status, op.epoch, op.fields, seq, clock_id)
                     if op.epoch is None and status in READY_STATUSES:
                         plan.ready[run_id] = None
             outcome(None)
@@ -266,22 +266,27 @@ def stopped(
     fields: dict[str, Any],
     status: str,
     epoch: int | None,
-    due_ms: int | None,
+    given: dict[str, Any],
     seq: int,
     clock_id: str | None,
 ) -> None:
     """The columns of a wait, set with an index status. A drive (its write fenced by its
-    ``epoch``) that stops to wait or halts wakes on a record committed after ``seq`` (the highest
-    so far, this op's own included), or at ``due_ms`` on the clock ``clock_id`` names. A verb
-    that sets such a status from outside the drive (a status read from records a moment ago,
-    maybe stale) leaves them as the drive set them: it must not move a wake past a record it did
-    not see. Any other status clears them."""
+    ``epoch``) that stops to wait or halts wakes on a record committed after the ``wake_seq`` it
+    gives (by default ``seq``, the highest so far, this op's own included), or at the ``due_ms``
+    it gives, on the clock ``clock_id`` names. A verb that sets such a status from outside the
+    drive (a status read from records a moment ago, maybe stale) leaves them as the drive set
+    them: it must not move a wake past a record it did not see. Any other status clears them."""
     if status not in WAIT_STATUSES:
         fields["due_ms"] = fields["due_clock"] = fields["wake_seq"] = None
     elif epoch is not None:
-        fields["due_ms"] = due_ms
-        fields["due_clock"] = clock_id if due_ms is not None else None
-        fields["wake_seq"] = seq
+        due = fields["due_ms"] = given.get("due_ms")
+        fields["due_clock"] = clock_id if due is not None else None
+        wake = given.get("wake_seq")
+        fields["wake_seq"] = seq if wake is None else min(wake, seq)
+    else:
+        for column in ("due_ms", "wake_seq"):  # not a verb's to move
+            if column in given:
+                raise StorageError(f"{column} is set by the drive that stops, with its epoch")
 
 
 def check_format(run_id: str, header_payload: str | None) -> None:

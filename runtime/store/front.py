@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Self
 
 from runtime.errors import ConfigError
-from runtime.ownership import Lease, Owner, busy, lost
+from runtime.ownership import Lease, Owner, boot_id, busy, lost
 from runtime.records import CODEC, Appended, Entry, Record
 from runtime.store import names
 from runtime.store.checks import (
@@ -59,6 +59,12 @@ class StoreFront:
         await self.close()
 
     # --- what a store supplies ---------------------------------------------------------------
+
+    @property
+    def clock_id(self) -> str | None:
+        """Which clock ``clock_ms`` reads: this boot's (``ownership.boot_id``), whose times mean
+        nothing on another boot; None where the clock is the wall clock (not Linux)."""
+        return boot_id()
 
     async def _submit(self, op: Op) -> Any:
         raise NotImplementedError

@@ -105,11 +105,11 @@ class MemoryStore(QueueFront, JudgedLeases, StoreFront):
         for run_id, fields in plan.index.items():
             listed = self._rows.get(run_id)
             if listed is not None:
-                waits = list(self._waits.get(run_id, (None, None, None)))
-                for i, column in enumerate(("due_ms", "due_clock", "wake_seq")):
-                    if column in fields:
-                        waits[i] = fields.pop(column)
-                self._waits[run_id] = (waits[0], waits[1], waits[2])
+                due, clock, wake = self._waits.get(run_id, (None, None, None))
+                due = fields.pop("due_ms", due)
+                clock = fields.pop("due_clock", clock)
+                wake = fields.pop("wake_seq", wake)
+                self._waits[run_id] = (due, clock, wake)
                 self._rows[run_id] = _indexed(listed, fields, now)
         if inserts or plan.created or plan.index or plan.dirty:
             self.commits += 1

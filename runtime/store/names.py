@@ -28,12 +28,13 @@ HEAD_REVISION = "0004"
 
 VERSION_TABLE = "bide_alembic_version"
 
-INDEX_COLUMNS = ("status", "agent", "turns", "detail", "due_ms")
-"""The columns of ``bide_runs`` a writer may set (``update_index``, ``append(index=)``)."""
+INDEX_COLUMNS = ("status", "agent", "turns", "detail", "due_ms", "wake_seq")
+"""The columns of ``bide_runs`` a writer may set (``update_index``, ``append(index=)``): a
+drive that stops to wait gives when it is due and the ``seq`` through which it saw its run."""
 
-WAKE_COLUMNS = ("due_clock", "wake_seq")
-"""The columns of ``bide_runs`` the store sets itself when a run stops to wait or halts
-(``decide``): the clock ``due_ms`` is on, and the highest ``seq`` when it stopped."""
+WAKE_COLUMNS = ("due_clock",)
+"""The columns of ``bide_runs`` the store sets itself when a run stops to wait (``decide``):
+the clock ``due_ms`` is on."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -253,3 +253,26 @@ chatty = _agent(
     ],
     name="chatty",
 )
+
+
+@tool(safety=Safety.READ_ONLY)
+async def wait_for_payment(order: str, context: ToolContext) -> dict[str, Any]:
+    """Wait for the signal that an order's payment cleared."""
+    cents = await context.receive("paid", expect=int)
+    return {"order": order, "cents": cents}
+
+
+receiving = Agent(
+    model=ScriptedModel(
+        [
+            {
+                "tool_calls": [
+                    {"id": "c1", "name": "wait_for_payment", "arguments": {"order": "o7"}}
+                ]
+            },
+            {"text": "paid"},
+        ]
+    ),
+    tools=[wait_for_payment],
+    name="receiving",
+)

@@ -111,3 +111,28 @@ reconciled = Agent(
     tools=[reconciled_charge],
     name="reconciled",
 )
+
+
+@tool(safety=Safety.IDEMPOTENT)
+async def nap(context: ToolContext) -> str:
+    """Sleep durably (NAP seconds), then say so in the ledger with the wall-clock time."""
+    await context.sleep(float(os.environ.get("NAP") or 1))
+    fd = os.open(os.environ["LEDGER"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.write(fd, f"{context.run_id} woke {time.time():.3f}\n".encode())
+    finally:
+        os.close(fd)
+    return "rested"
+
+
+napping = Agent(
+    model=ScriptedModel(
+        [
+            {"tool_calls": [{"id": "c1", "name": "nap", "arguments": {}}]},
+            {"tool_calls": [{"id": "c2", "name": "reconciled_charge", "arguments": {"amount": 5}}]},
+            {"text": "charged"},
+        ]
+    ),
+    tools=[nap, reconciled_charge],
+    name="napping",
+)

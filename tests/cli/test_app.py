@@ -25,6 +25,7 @@ NAMES = [
     "reconcile",
     "approve",
     "answer",
+    "signal",
     "keygen",
     "migrate",
     "verify",

@@ -46,6 +46,8 @@ RUNS = {
     "gate-cancelled": "tests.cli.agents:gated",
     "ask-web": "tests.cli.agents:asking",
     "ask-cli": "tests.cli.agents:asking",
+    "signal-web": "tests.cli.agents:receiving",
+    "signal-cli": "tests.cli.agents:receiving",
 }
 """Each run the journal holds, by the agent that made it. ``*-web`` runs are settled through the
 console, their ``*-cli`` twins through the CLI, so the two journals can be compared."""

@@ -235,6 +235,27 @@ def test_a_wrong_answer_is_refused_then_the_right_one_is_journaled(
     same_journal(served.db, "ask-web", "ask-cli")
 
 
+def test_a_signal_sent_from_the_console_is_journaled_as_the_cli_sends_it(
+    page: Any, served: Served
+) -> None:
+    db = str(served.db)
+    open_run(page, served, "signal-web")
+    assert "waits for a signal paid" in page.inner_text(".stop-signal")
+    page.fill(".signal textarea[name=value]", "500")
+    shown = confirm(page, ".signal")
+    assert shown == {"name": "paid", "value": 500, "by": OPERATOR}
+    assert page.inner_text("#message") == "signal paid sent"
+    assert cli("--db", db, "signal", "signal-cli", "paid", "--value", "500", "--by", OPERATOR) == 0
+    assert cli("--db", db, "resume", "signal-web") == 0
+    assert cli("--db", db, "resume", "signal-cli") == 0
+
+    def told(run_id: str) -> list[Any]:  # the signal's id is the sender's own
+        return [(kind, p.get("value")) for _, kind, p in records(served.db, run_id)[-5:]]
+
+    assert told("signal-web") == told("signal-cli")
+    assert ("signal", 500) in told("signal-web")
+
+
 def test_cancelling_a_run_journals_as_the_cli_does(page: Any, served: Served) -> None:
     db = str(served.db)
     open_run(page, served, "gate-web-cancel")

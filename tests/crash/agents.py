@@ -5,8 +5,10 @@ write every real execution to the ledger (``tests/crash/ledger.py``): natively, 
 process, or over MCP stdio, where the server process writes the ledger and may outlive the agent.
 
 Names: ``read_only``, ``idempotent``, ``side_effect`` (every call of that Safety) and ``mixed``
-(all three, with concurrent calls), each also as ``mcp_<name>``; ``typed`` (a typed answer) and
-``tree`` (a parent whose one tool is a child agent that charges: ``runtime.children``).
+(all three, with concurrent calls), each also as ``mcp_<name>``; ``typed`` (a typed answer),
+``tree`` (a parent whose one tool is a child agent that charges: ``runtime.children``) and
+``waits`` (tools that wait durably between charges: a sleep, a receive of a signal the harness
+sends, and a receive that times out: ``runtime.waits``).
 Environment of the child: ``CRASH_LEDGER`` (the ledger file), ``CRASH_SETTLE`` (set: the charge
 declares a reconciler that finds it in the ledger by its idempotency key, with that settle time),
 ``CRASH_JITTER_MS`` and ``CRASH_JITTER_SEED`` (tools sleep a seeded random time, up to that many
@@ -19,6 +21,7 @@ that many turns: ``runtime.history``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
 import random
@@ -35,6 +38,7 @@ from runtime import (
     AssistantTurn,
     OutputSpec,
     Safety,
+    SignalTimeout,
     Tool,
     ToolContext,
     ToolSpec,
@@ -114,6 +118,20 @@ SCRIPTS["tree"] = [
     {"text": FINAL},
 ]
 SCRIPTS["tree_child"] = [{"tool_calls": [_call("k1", "charge", 1)]}, {"text": CHILD_FINAL}]
+
+
+# Durable waits between charges: ``nap`` sleeps (0 s: journaled, and the run goes on), then
+# ``listen`` receives the signal ``GO`` (the run waits until the harness sends it), waits for one
+# that never comes until its timeout, then sleeps (the run waits on a timer), then the last charge.
+GO, NEVER = "go", "never"
+LISTEN_TIMEOUT = 0.3
+SCRIPTS["waits"] = [
+    {"tool_calls": [_call("c1", "nap", 1)]},
+    {"tool_calls": [_call("c2", "charge", 2)]},
+    {"tool_calls": [_call("c3", "listen", 3)]},
+    {"tool_calls": [_call("c4", "charge", 4)]},
+    {"text": FINAL},
+]
 
 
 class Invoice(pydantic.BaseModel):
@@ -284,9 +302,34 @@ def _chunks_from_env() -> None:
         history.EVERY = every
 
 
+def wait_tools(ledger: Ledger, settings: Settings) -> list[FunctionTool]:
+    """``nap`` (IDEMPOTENT) and ``listen`` (READ_ONLY): they wait, then act as ``upsert`` and
+    ``lookup`` do (the ledger keeps their effects under those names)."""
+
+    @tool(safety=Safety.IDEMPOTENT)
+    async def nap(n: int, context: ToolContext) -> dict[str, Any]:
+        """Sleep durably, then upsert."""
+        await context.sleep(0)
+        return await native_effect(ledger, settings, context, "upsert", n)
+
+    @tool(safety=Safety.READ_ONLY)
+    async def listen(n: int, context: ToolContext) -> dict[str, Any]:
+        """Receive the go signal, wait for one that never comes, sleep, then look up."""
+        got = await context.receive(GO, expect=int)
+        with contextlib.suppress(SignalTimeout):
+            await context.receive(NEVER, timeout=LISTEN_TIMEOUT)
+        await context.sleep(LISTEN_TIMEOUT / 2)
+        return {**await native_effect(ledger, settings, context, "lookup", n), "got": got}
+
+    return [nap, listen]
+
+
 def native(script: str, settings: Settings | None = None) -> Agent:
     settings = settings or Settings.from_env()
     ledger = Ledger(settings.ledger)
+    if script == "waits":
+        tools = [*native_tools(ledger, settings), *wait_tools(ledger, settings)]
+        return build(script, tools, ledger)
     if script == "tree":
         child = build("tree_child", native_tools(ledger, settings), ledger)
         return build(script, [child.as_tool(name=CHILD_TOOL)], ledger)
@@ -363,6 +406,7 @@ side_effect = _native_spec("side_effect")
 mixed = _native_spec("mixed")
 typed = _native_spec("typed")
 tree = _native_spec("tree")
+waits = _native_spec("waits")
 mcp_read_only = _mcp_spec("read_only")
 mcp_idempotent = _mcp_spec("idempotent")
 mcp_side_effect = _mcp_spec("side_effect")

@@ -29,6 +29,7 @@ from typing import Any
 from runtime import Journal, Resolution, Safety, sessions
 from runtime.loop import replay
 from runtime.state import CallState, RunState
+from runtime.stops import waiting_on
 from runtime.tools import idempotency_key_for
 from tests.conftest import child_env
 from tests.crash import agents, journals
@@ -41,7 +42,7 @@ SIGKILLED = -signal.SIGKILL
 JOBS = int(os.environ.get("BIDE_CRASH_JOBS", "0")) or max(2, os.cpu_count() or 2)
 ANCHORS = ('"event": "run_started"', '"event": "run_resumed"', '"event": "drive_started"')
 """Log lines after which a child is driving: random kills are timed from the first of them."""
-NOT_BY_A_DRIVE = frozenset({"header", "decision", "answer", "cancel", "reconcile"})
+NOT_BY_A_DRIVE = frozenset({"header", "decision", "answer", "cancel", "reconcile", "signal"})
 """Record kinds the store, a person's verb or a reconciler outside a drive may write under no
 lease (so may resolutions: results whose payload says ``resolved``)."""
 IDLE = ('"event": "worker_idle"', '"event": "worker_stopped"')
@@ -117,6 +118,12 @@ class Schedule:
         return f"tests.crash.agents:{prefix}{self.script}"
 
     @property
+    def waits(self) -> bool:
+        """The run's tools wait (``agents.waits``): the harness sends its signal, lets its
+        timer come, and checks each was taken once."""
+        return self.script == "waits"
+
+    @property
     def person(self) -> bool:
         """Whether halts wait for a person (the harness's ledger reconciler), not a declared one."""
         return self.settle is None
@@ -177,6 +184,10 @@ class Outcome:
     """Drives that lost their run to a newer owner (the fencing said so)."""
     refused: int = 0
     """Drivers refused because another held the run's lease (two drivers at once)."""
+    signalled: int = 0
+    """Signals the harness sent to a run waiting for one (``agents.waits``)."""
+    timers: int = 0
+    """Times the harness let a waiting run's timer come."""
     seconds: float = 0.0
 
     def violate(self, text: str) -> None:
@@ -376,6 +387,8 @@ class _Attempt:
             status = await self._statuses()
             if all(st == "completed" for st in status.values()):
                 break
+            if self.s.waits and any(st == "waiting" for st in status.values()):
+                await self._on_wait()
             # A halt is judged after a drive that ended by itself: then every other call of the
             # halted turn has finished, and resuming again must add nothing.
             killed = any(c.sigkilled for c in children)
@@ -568,8 +581,9 @@ class _Attempt:
             if refused:
                 self.outcome.refused += 1
                 continue
-            # A tree's parent waits (exit 3) on a child that halted.
-            if child.code not in ((0, 3, 4) if self.s.tree else (0, 4)):
+            # A tree's parent waits (exit 3) on a child that halted; a run of tools that wait
+            # waits for its signal or its timer.
+            if child.code not in ((0, 3, 4) if self.s.tree or self.s.waits else (0, 4)):
                 self.outcome.violate(f"{child.label} exited {child.code}: {child.last_error()}")
                 ok = False
                 continue
@@ -595,6 +609,13 @@ class _Attempt:
             self.outcome.violate(f"{child.label} printed no JSON result: {child.out[:200]!r}")
             return
         state = await self._state(self.s.run_ids[0])
+        if child.code == 3 and self.s.waits:
+            if answer.get("status") != "waiting" or state.status() != "waiting":
+                self.outcome.violate(
+                    f"{child.label} exited 3 with status {answer.get('status')}; the journal "
+                    f"says {state.status()}"
+                )
+            return
         if child.code == 3:
             await self._check_waiting_parent(child, answer, state)
             return
@@ -663,7 +684,9 @@ class _Attempt:
             "turn.before_record": len(state.turns) == k - 1,
             "turn.after_record": len(state.turns) == k and with_the_turn,
             "attempt.before_marker": markers < k,
-            "attempt.after_marker": markers >= k and fired < k,
+            # Only a side effect is marked: the k-th marker's effect has not fired.
+            "attempt.after_marker": markers >= k
+            and sum(e.safety == Safety.SIDE_EFFECT.value for e in executions) < k,
             "tool.after_effect": fired >= k and results < fired,
             "tool.after_call": fired >= k and results < k,
             "result.after_record": results >= k,
@@ -723,6 +746,41 @@ class _Attempt:
             else:
                 await self._until_due(state)
         return True
+
+    async def _on_wait(self) -> None:
+        """A run of tools that wait (``agents.waits``): send the signal its receive waits for
+        (under one id: sent again after a crash, it is one signal), or let its timer come."""
+        (run_id,) = self.s.run_ids
+        for stop in waiting_on(await self._state(run_id)):
+            if stop.kind == "signal" and stop.signal == agents.GO:
+                await (await self._open_journal()).signal(run_id, agents.GO, 1, signal_id="go-1")
+                self.outcome.signalled += 1
+            elif stop.due_at is not None:
+                await asyncio.sleep(agents.LISTEN_TIMEOUT + 0.05)
+                self.outcome.timers += 1
+
+    def _check_waits(self, run_id: str, state: RunState) -> None:
+        """The listen call was given the one signal sent, once, and its second receive timed
+        out (each journaled once); its result says what it received."""
+        o = self.outcome
+        listen = state.calls.get("c3")
+        if listen is None:
+            o.violate(f"{run_id}: no listen call")
+            return
+        given = {n: r.payload for n, r in listen.received.items()}
+        go = given.get(1, {})
+        if go.get("signal") != f"signal/{agents.GO}/go-1" or not given.get(2, {}).get("timed_out"):
+            o.violate(f"{run_id}/c3 was given {given}, not the go signal then its timeout")
+        waits = [listen.waits[n].payload.get("what") for n in sorted(listen.waits)]
+        if waits != ["receive", "receive", "sleep"]:
+            o.violate(f"{run_id}/c3 journaled the waits {waits}, each once, in order")
+        signals = [r for r in state.records if r.kind == "signal"]
+        if len(signals) != 1:
+            o.violate(f"{run_id}: {len(signals)} signal records, for one sent under one id")
+        result = listen.result
+        got = _unwrap(result.payload.get("value")) if result is not None else None
+        if not isinstance(got, dict) or got.get("got") != 1:
+            o.violate(f"{run_id}/c3 answered {got!r}, not what the signal carried")
 
     async def _until_due(self, state: RunState) -> None:
         """No person: wait until the halted calls' reconcilers are due again (as the journal says
@@ -866,6 +924,8 @@ class _Attempt:
             await self._check_replay(run_id, state)
             self._check_epochs(run_id, state)
             self._check_resolutions(run_id, state)
+            if self.s.waits:
+                self._check_waits(run_id, state)
             if self.final_state is None:
                 self.final_state = state
             await self._resume_adds_nothing(run_id, "completed")

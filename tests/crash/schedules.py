@@ -589,6 +589,56 @@ def _tree_expect(crash: str) -> frozenset[str]:
     return frozenset({HALT}) if crash in halts else frozenset()
 
 
+WAITS_DEFAULT = ("write.after_commit@4", "attempt.after_marker@1", "turn.after_record@3")
+WAITS_HITS = {
+    "write.before_commit": 10,
+    "write.after_commit": 10,
+    "writer.after_commit": 11,
+    "model.after_answer": 3,
+    "turn.before_record": 3,
+    "turn.after_record": 3,
+    "tool.after_effect": 2,
+    "tool.after_call": 2,
+    "result.after_record": 2,
+    "attempt.before_marker": 1,
+    "attempt.after_marker": 1,
+}
+"""Hits of each point a first drive of ``agents.waits`` passes before it waits for its signal
+(counted by ``test_the_waits_hits_are_what_a_first_drive_passes``)."""
+WAIT_KILL_SEED = 230001
+
+
+def waits_points(*, slow: bool = False) -> list[Schedule]:
+    """A run whose tools wait between charges (a sleep, a receive of a signal, a receive that
+    times out), SIGKILLed at a crash point of its first drive, then resumed, signalled and let
+    wait until it completes; ``-m slow``: every commit of that drive, before and after it."""
+    g = "tools that wait"
+    if not slow:
+        crashes = list(WAITS_DEFAULT)
+    else:
+        crashes = [f"{p}@{k}" for p, hits in WAITS_HITS.items() for k in range(1, hits + 1)]
+    out = [point(g, c, "waits", expect=_waits_expect(c)) for c in crashes]
+    kills = 6 if slow else 1
+    out += [
+        Schedule(
+            group=g,
+            name=f"random {seed} waits kills=2",
+            seed=seed,
+            script="waits",
+            kills=2,
+            jitter_ms=JITTER_MS,
+        )
+        for seed in range(WAIT_KILL_SEED, WAIT_KILL_SEED + kills)
+    ]
+    return out
+
+
+def _waits_expect(crash: str) -> frozenset[str]:
+    """Cut between the first charge's marker and its result, the run halts."""
+    halts = ("attempt.after_marker@1", "tool.after_effect@2", "tool.after_call@2")
+    return frozenset({HALT}) if crash in halts else frozenset()
+
+
 def on_postgres(schedule: Schedule) -> Schedule:
     """The same schedule with its journal in a fresh PostgreSQL database."""
     group = f"{schedule.group} (PostgreSQL)"

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from runtime.errors import ConfigError, LeaseLost, RunBusy
+from runtime.errors import ConfigError, LeaseLost, RunBusy, StorageError
 from runtime.journal import SQLiteStore, Store
 from runtime.ownership import Owner, boot_id, is_alive, process_start, this_host
+from runtime.store.decide import WAKE_KINDS
 from runtime.store.postgres import PostgresStore
 from runtime.testing import MemoryStore
 
@@ -330,3 +331,72 @@ async def test_an_expired_lease_is_never_renewed_even_if_nobody_took_it(store: S
     with pytest.raises(LeaseLost, match="another owner holds epoch") as taken:
         await store.renew(lease, ttl=TTL)
     assert taken.value.taken_over  # another owner drives it: a worker leaves it to that one
+
+
+async def _stopped(store: Store, run_id: str, status: str, **index: object) -> int:
+    """A drive of ``run_id`` that journals a question and stops ``status``, as the loop does;
+    returns the seq of its question."""
+    lease = await store.acquire(run_id, owner(), ttl=TTL)
+    await store.create_run(run_id, epoch=lease.epoch)
+    asked = await store.append(run_id, "interrupt/c/k", "interrupt", {}, epoch=lease.epoch)
+    assert asked.record is not None
+    index.setdefault("wake_seq", asked.record.seq)
+    await store.update_index(run_id, epoch=lease.epoch, status=status, **index)
+    await store.release(lease)
+    return asked.record.seq
+
+
+async def test_a_waiting_run_is_claimable_once_it_is_due_on_the_journals_clock(
+    store: Store,
+) -> None:
+    now = await store.clock_ms()
+    await _stopped(store, "timer", "waiting", due_ms=now + 400)
+    await _stopped(store, "never-due", "waiting")
+    assert dict(await store.claimable(limit=10)) == {}
+    await asyncio.sleep(0.5)
+    assert set(dict(await store.claimable(limit=10))) == {"timer"}
+
+
+@pytest.mark.parametrize("status", ["waiting", "halted"])
+async def test_a_record_that_may_wake_a_stopped_run_makes_it_claimable_once_committed_after(
+    store: Store, status: str
+) -> None:
+    """An answer, a decision, a cancel, a resolution, a signal: committed after the seq the
+    drive saw through, it wakes the run; records of other kinds, and those before, do not."""
+    for kind in WAKE_KINDS:
+        run_id = f"{status}-{kind}"
+        await _stopped(store, run_id, status)
+        await store.append(run_id, f"note/{kind}", "reconcile", {})  # a kind that wakes nothing
+        assert run_id not in dict(await store.claimable(limit=50))
+        await store.append(run_id, f"{kind}/x", kind, {})
+        assert run_id in dict(await store.claimable(limit=50))
+
+
+async def test_a_record_committed_before_the_drive_stopped_but_unseen_by_it_still_wakes_the_run(
+    store: Store,
+) -> None:
+    """The drive gives the seq through which it saw its run: an answer committed between its
+    question and its "waiting" (which it did not see) is after that seq, and wakes the run."""
+    lease = await store.acquire("r", owner(), ttl=TTL)
+    await store.create_run("r", epoch=lease.epoch)
+    asked = await store.append("r", "interrupt/c/k", "interrupt", {}, epoch=lease.epoch)
+    await store.append("r", "answer/c/k", "answer", {"value": 1})  # a person, meanwhile
+    assert asked.record is not None
+    await store.update_index("r", epoch=lease.epoch, status="waiting", wake_seq=asked.record.seq)
+    await store.release(lease)
+    assert "r" in dict(await store.claimable(limit=10))
+
+
+async def test_a_waiting_status_set_from_outside_the_drive_never_moves_its_wake(
+    store: Store,
+) -> None:
+    """A verb sets a status it read from records a moment ago: it must not move the wake past
+    a record it did not see, nor set a due time (only the drive that stops does)."""
+    await _stopped(store, "r", "waiting")
+    await store.append("r", "answer/c/k", "answer", {"value": 1})
+    await store.update_index("r", status="waiting")  # a stale read of the records
+    assert "r" in dict(await store.claimable(limit=10))
+    with pytest.raises(StorageError, match="due_ms is set by the drive that stops"):
+        await store.update_index("r", status="waiting", due_ms=0)
+    await store.update_index("r", status="running")  # a ready status clears the wait
+    assert "r" in dict(await store.claimable(limit=10))

@@ -191,7 +191,7 @@ async def _write(
 ) -> None:
     r = [inserts[i::7] for i in range(7)]  # seven values per record, flat
     masks = {run_id: _encode_index(fields) for run_id, fields in index.items()}
-    values = {
+    values: dict[str, Any] = {
         "now": now,
         "seqs": list(r[0]),
         "r_runs": list(r[1]),
