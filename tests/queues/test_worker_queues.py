@@ -84,9 +84,9 @@ async def test_a_per_second_schedule_starts_one_run_per_slot(journal: Journal) -
         Worker(journal, agent=agent, poll=0.1, name="a"),
         Worker(journal, agent=agent, poll=0.1, name="b"),
     ):
-        await asyncio.sleep(3.2)
+        await asyncio.sleep(2.2)
     runs = [r.run_id for r in (await journal.list_runs()).runs]
-    assert 2 <= len(runs) <= 4, runs
+    assert 1 <= len(runs) <= 3, runs
     assert all(r.startswith("schedule:tick:") for r in runs)
     [info] = await journal.schedules.list()
     assert info.last_run in runs
