@@ -3,7 +3,9 @@ their limits (``runtime.journal.schedules``, ``runtime.journal.queues``)."""
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping, Sequence
+from zoneinfo import ZoneInfo
 
 from runtime.console.html import Html, join, page, run_href, when
 from runtime.console.status import badge
@@ -11,6 +13,15 @@ from runtime.journal.schedules import ScheduleInfo
 from runtime.store.queues import QueueInfo
 
 __all__ = ["schedules_page"]
+
+
+def _next(info: ScheduleInfo) -> str:
+    """The next slot in this server's local time, and in the schedule's own zone."""
+    if info.next_slot_ms is None:
+        return "-"
+    zone = ZoneInfo(info.schedule.tz)
+    there = dt.datetime.fromtimestamp(info.next_slot_ms / 1000, zone).strftime("%H:%M:%S")
+    return f"{when(info.next_slot_ms)} ({there} {info.schedule.tz})"
 
 
 def schedules_page(
@@ -42,7 +53,7 @@ def schedules_page(
                 tz=s.tz,
                 agent=s.agent,
                 last=last,
-                next=when(info.next_slot_ms) or "-",
+                next=_next(info),
             )
         )
     queue_rows = [
