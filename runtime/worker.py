@@ -239,11 +239,13 @@ class Worker:
 
     async def _claim(self, free: int) -> None:
         store = self.journal.store
-        found = await store.claimable(limit=free + len(self.skipped), host=this_host())
+        queued: list[str] = []
         if isinstance(store, Queues):
-            # Queued runs that never started, that their queues' limits would start now.
+            # Queued runs that never started, that their queues' limits would start now. Read
+            # first, so that the runs claimable is read last, as fresh as it can be.
             queued = await store.candidates(limit=free + len(self.skipped))
-            found += [(run_id, None) for run_id in queued]
+        found = await store.claimable(limit=free + len(self.skipped), host=this_host())
+        found += [(run_id, None) for run_id in queued]
         self._seen_claimable = any(
             run_id not in self.skipped
             and (lease is None or not lease.live or lease.owner.gone())

@@ -129,10 +129,10 @@ class QueueFront:
         """Queued runs that have not started and that the claim rule would start now, one after
         the other: highest priority first, then oldest; ``limit`` at most. A hint for a
         worker: its claim decides again."""
-        now, clock = await self._queue_clock()
         rows = await self._queue_read(CANDIDATES, {"scan": CANDIDATE_SCAN})
         if not rows:
             return []
+        now, clock = await self._queue_clock()
         rooms: dict[str, Room] = {}
         for name, *limits in await self._queue_read(ALL_LIMITS, {}):
             rooms[name] = Room(limits_of(limits))
