@@ -20,9 +20,11 @@ clock that outlives a reboot: a wait journaled on another boot is judged by it o
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import math
 import time
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -61,6 +63,12 @@ def _seconds(seconds: Any, what: str) -> float:
             )
         )
     return float(seconds)
+
+
+_taking: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+"""One lock per run being driven in this process: the calls of one turn run concurrently, and
+two receives of one name must not both take the oldest signal. (Across processes the lease
+keeps a run to one drive.)"""
 
 
 def _wall_ms() -> int:
@@ -159,6 +167,20 @@ class Waiter:
     ) -> Record:
         """Give the n-th wait the oldest signal no receive was given; or its timeout, if it
         came; or journal the wait and pause."""
+        lock = _taking.get(self.drive.run_id)
+        if lock is None:
+            lock = _taking[self.drive.run_id] = asyncio.Lock()
+        async with lock:
+            return await self._take_locked(n, name, recorded, ms, schema)
+
+    async def _take_locked(
+        self,
+        n: int,
+        name: str,
+        recorded: Record | None,
+        ms: int | None,
+        schema: Mapping[str, Any],
+    ) -> Record:
         drive, call = self.drive, self.cs.call
         store = drive.store
         # Read now, not from the drive's state: a signal sent while the tool ran is in the

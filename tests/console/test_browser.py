@@ -127,11 +127,11 @@ def test_the_runs_page_lists_a_run_in_every_status_and_filters(
     statuses = {r.get_attribute("data-status") for r in rows.all()}
     assert statuses == {"orphaned", "waiting", "halted", "completed", "failed", "cancelled"}
     assert rows.count() == len(RUNS) + 1  # and the signed gate's run
-    # The chart: 4 halted and 9 waiting runs, all stopped for less than 5 minutes.
+    # The chart: 4 halted and 11 waiting runs, all stopped for less than 5 minutes.
     assert page.locator("svg.chart rect.bar-halted").count() == 5  # one bar per age bucket
     chart = page.inner_html("svg.chart")
     assert "<title>4 halted, &lt; 5 min</title>" in chart
-    assert "<title>9 waiting, &lt; 5 min</title>" in chart
+    assert "<title>11 waiting, &lt; 5 min</title>" in chart
     screenshot(page, "console-runs.png", tmp_path)
 
     page.select_option("#status", "halted")

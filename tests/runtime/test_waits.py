@@ -273,3 +273,23 @@ async def test_a_cancelled_sleeping_run_is_not_woken_by_its_timer(journal: Journ
     ended = await agent.resume("r", journal=journal)
     assert ended.status is RunStatus.CANCELLED
     assert ledger.count("woke") == 0
+
+
+async def test_two_calls_of_one_turn_receiving_one_name_take_one_signal_each(
+    journal: Journal,
+) -> None:
+    got: dict[str, Any] = {}
+
+    @tool(safety=Safety.READ_ONLY)
+    async def take(who: str, context: ToolContext) -> Any:
+        """Take a signal."""
+        got[who] = await context.receive("go", expect=int)
+        return got[who]
+
+    script = [{"tool_calls": [call("c1", "take", who="a"), call("c2", "take", who="b")]}]
+    agent = Agent(model=ScriptedModel([*script, {"text": "done"}]), tools=[take])
+    await journal.store.create_run("r")
+    await journal.signal("r", "go", 1)
+    await journal.signal("r", "go", 2)
+    assert (await agent.run("r", "go", journal=journal)).status is RunStatus.COMPLETED
+    assert sorted(got.values()) == [1, 2]
