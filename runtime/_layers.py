@@ -105,7 +105,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "runtime.agent",
         ),
     ),
-    ("worker", ("runtime.worker",)),
+    ("worker", ("runtime.scheduler", "runtime.worker")),
     (
         "surfaces",
         (

@@ -27,9 +27,10 @@ from runtime.logs import get_logger
 from runtime.loop import RunDrive
 from runtime.model import Model
 from runtime.output import OUTPUT_TOOL, OutputType, accepts_output
-from runtime.result import RunResult
+from runtime.result import RunResult, RunStatus
 from runtime.retry import MODEL_RETRY, TOOL_RETRY, RetryingModel, RetryPolicy
 from runtime.sessions import SESSION_PREFIX, HistoryHook, claim, journal_id, messages_of
+from runtime.store.queues import Queues
 from runtime.tools import (
     Tool,
     ToolSpec,
@@ -302,13 +303,37 @@ class Agent(Generic[OutputT]):
         journal: Journal,
         spec: str | None = None,
         session: str | None = None,
+        queue: str | None = None,
+        concurrency_key: str | None = None,
+        priority: int = 0,
+        dedup_key: str | None = None,
+        debounce: float | None = None,
     ) -> RunResult[OutputT]:
         """Start the run durably and return at once, without driving it: status ``submitted``
         until a worker (or ``resume``) drives it. ``spec`` tells a worker how to rebuild this
         agent. A run that exists already is left as it is and its status returned.
         ``session``: the run is the session's next message, as for ``run`` (a session whose
-        last message has not ended raises ``SessionBusy``)."""
+        last message has not ended raises ``SessionBusy``).
+
+        ``queue``: workers start the run only when the queue's limits admit it
+        (``journal.queues``), highest ``priority`` first, then oldest; ``concurrency_key``
+        counts it against the queue's per-key limit. ``dedup_key``: while a run of the queue
+        with this key has not ended, no run is made and that run's status is returned (its
+        ``run_id`` says which). ``debounce`` (seconds, with a ``dedup_key``): the run starts
+        only once no submit of its key came for that long (the first submit's input stands).
+        """
         _check_input(run_id, input)
+        holder = await _enqueue(
+            journal, run_id, queue, concurrency_key, priority, dedup_key, debounce, session
+        )
+        if holder is not None and holder != run_id:
+            status = await journal.status(holder)
+            known = {s.value for s in RunStatus}
+            log.info("submit_deduplicated", run_id=run_id, holder=holder, dedup_key=dedup_key)
+            return RunResult(
+                run_id=holder,
+                status=RunStatus(status) if status in known else RunStatus.SUBMITTED,
+            )
         _ = self.specs  # a new run journals them: a tool without schemas fails it unwritten
         drive = RunDrive(self, journal, run_id, submit_only=True)
         if session is not None:
@@ -336,6 +361,49 @@ class Agent(Generic[OutputT]):
             return None
         where = "/".join(str(p) for p in error.absolute_path)
         return f"{where + ': ' if where else ''}{error.message}"
+
+
+async def _enqueue(
+    journal: Journal,
+    run_id: str,
+    queue: str | None,
+    key: str | None,
+    priority: int,
+    dedup_key: str | None,
+    debounce: float | None,
+    session: str | None,
+) -> str | None:
+    """Place a submitted run in its queue before it is created (``store.queues``); the run that
+    holds its place (another, for a dedup key in use), or None without a queue."""
+    if queue is None:
+        given = [
+            name
+            for name, value in (
+                ("concurrency_key", key),
+                ("dedup_key", dedup_key),
+                ("debounce", debounce),
+            )
+            if value is not None
+        ]
+        if priority != 0:
+            given.append("priority")
+        if given:
+            verb = "needs" if len(given) == 1 else "need"
+            raise ConfigError(
+                f"{', '.join(given)} {verb} a queue: submit(..., queue=NAME) (on the command "
+                "line, --queue NAME)"
+            )
+        return None
+    if session is not None:
+        raise ConfigError("a session's message is not queued: give session or queue, not both")
+    store = journal.store
+    if not isinstance(store, Queues):
+        raise ConfigError(f"the journal's store ({type(store).__name__}) keeps no queues")
+    if await store.check_run(run_id):
+        return None  # it exists: left as it is, queued or not, as submit leaves any run
+    return await store.enqueue(
+        run_id, queue, key=key, priority=priority, dedup_key=dedup_key, debounce=debounce
+    )
 
 
 def _check_input(run_id: str, input: object) -> None:

@@ -18,6 +18,7 @@
     ├── OwnershipError               who drives a run: another owner holds it, or took it over
     │   ├── RunBusy                  the run's lease is held by a live owner (``lease`` says who)
     │   ├── SessionBusy              a session's last message has not ended (``holder`` names it)
+    │   ├── QueueFull                a queued run's queue or key has no room now (``why`` says)
     │   └── LeaseLost                this drive's lease was taken over: it appends nothing more
     └── BudgetError                  a limit such as ``max_turns`` was reached; the run can continue
 
@@ -50,6 +51,7 @@ __all__ = [
     "ModelError",
     "OwnershipError",
     "ProtocolError",
+    "QueueFull",
     "RunBusy",
     "SchemaError",
     "SessionBusy",
@@ -236,6 +238,16 @@ class SessionBusy(OwnershipError):
         super().__init__(message, run_id=run_id)
         self.session = session
         self.holder = holder
+
+
+class QueueFull(OwnershipError):
+    """A worker may not start this queued run now: its queue or its concurrency key is at its
+    limit, its queue started as many runs as its rate allows, or its debounce window is open.
+    ``why`` says which; the run stays queued and a later claim starts it."""
+
+    def __init__(self, message: str, *, why: str, run_id: str | None = None):
+        super().__init__(message, run_id=run_id)
+        self.why = why
 
 
 class LeaseLost(OwnershipError):

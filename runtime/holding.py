@@ -12,6 +12,7 @@ from runtime.errors import LeaseLost, RunBusy, StorageError
 from runtime.logs import get_logger
 from runtime.outage import Outage
 from runtime.ownership import Lease, Owner, send_deadline
+from runtime.store.queues import Queues
 
 if TYPE_CHECKING:
     from runtime.store.protocol import Store
@@ -53,13 +54,18 @@ class Holding:
         assert self.lease is not None, "the lease is acquired before anything is appended"
         return self.lease.epoch
 
-    async def acquire(self, *, wait: float | None = None) -> Lease:
+    async def acquire(self, *, wait: float | None = None, claim: bool = False) -> Lease:
+        """``claim``: as a worker claims a run, so that a queued run starts only if its queue's
+        limits admit it (``store.queues``; ``QueueFull`` if they do not)."""
         store, ttl = self.renewer.store, self.renewer.ttl
+        take = store.acquire
+        if claim and isinstance(store, Queues):
+            take = store.claim
         deadline = None if wait is None else time.monotonic() + wait
         while True:
             asked = time.monotonic()
             try:
-                lease = await store.acquire(self.run_id, self.owner, ttl=ttl)
+                lease = await take(self.run_id, self.owner, ttl=ttl)
                 break
             except RunBusy as refused:
                 held = refused.lease
@@ -67,9 +73,7 @@ class Holding:
                     log.info("lease_taken_over", run_id=self.run_id, gone=held.owner.describe())
                     asked = time.monotonic()
                     try:
-                        lease = await store.acquire(
-                            self.run_id, self.owner, ttl=ttl, take_over=held.epoch
-                        )
+                        lease = await take(self.run_id, self.owner, ttl=ttl, take_over=held.epoch)
                         break
                     except RunBusy:  # another process took it first: look again
                         continue

@@ -7,7 +7,10 @@ Runs that need driving are those the store lists as ``claimable``: not ended, no
 a person, not halted, and with no live owner (a drive that crashed, a run that ``approve``,
 ``answer`` or ``resolve`` made ready, a run ``submit`` started). Halted runs whose tools
 declare reconcilers are reconciled with backoff (``runtime.reconcile``); one that settles is
-ready, and is claimed. Claiming a run is acquiring its
+ready, and is claimed. A queued run that never started is claimed only when its queue's limits
+admit it (``runtime.store.queues``: decided with the lease grant), highest priority first; and
+on each pass the worker starts the due slots of the journal's schedules (``runtime.scheduler``).
+Claiming a run is acquiring its
 lease, so N workers on one journal never drive one run at once. ``stop()`` stops claiming, lets
 each drive reach its next record boundary within ``grace`` seconds, then cancels what is left;
 every lease is released on the way out. On a store that can say when runs become ready
@@ -31,6 +34,7 @@ from runtime.errors import (
     ConfigError,
     CorruptJournal,
     LeaseLost,
+    QueueFull,
     RunBusy,
     StorageError,
 )
@@ -42,7 +46,9 @@ from runtime.outage import Outage
 from runtime.ownership import Owner, this_host
 from runtime.reconcile import due_ms, next_try_ms, settle_run
 from runtime.result import RunResult
+from runtime.scheduler import start_due_slots
 from runtime.store.protocol import Wakeups
+from runtime.store.queues import Queues
 
 __all__ = ["Worker"]
 
@@ -117,6 +123,8 @@ class Worker:
         self._halted: list[str] | None = None
         """The halted runs read last (``_halted_runs``), and when."""
         self._scanned_at = 0.0
+        self._failing: dict[str, str] = {}
+        """Schedules whose slots could not be started, with why (said once while alike)."""
         self._due: dict[str, int | None] = {}
         """When each halted run's reconcilers are next due (ms, the journal's clock)."""
 
@@ -150,6 +158,7 @@ class Worker:
         # The journal away (a failover, say) is said once, and once more when it is back.
         claims = Outage(log, "worker_claim_failed", "worker_claims_restored")
         reconciles = Outage(log, "worker_reconcile_failed", "worker_reconcile_restored")
+        schedules = Outage(log, "worker_schedules_failed", "worker_schedules_restored")
         try:
             while not self._stopping.is_set():
                 # Cleared before the pass, not after: a wake-up heard during it means look again.
@@ -164,6 +173,17 @@ class Worker:
                     except Exception as exc:  # a bug, or a record no store should hold
                         # Never a silent death: said, and tried again at the next poll.
                         log.error("worker_claim_failed", worker=self.name, error=repr(exc))
+                if not self._stopping.is_set():
+                    try:
+                        if await start_due_slots(
+                            self.journal, self._open_spec, worker=self.name, failing=self._failing
+                        ):
+                            self._wake.set()  # runs were submitted: claim them at once
+                        schedules.ended(worker=self.name)
+                    except StorageError as exc:
+                        schedules.failed(worker=self.name, error=str(exc))
+                    except Exception as exc:  # a bad schedule or a bug: said, tried next pass
+                        log.error("worker_schedules_failed", worker=self.name, error=repr(exc))
                 settled = False
                 try:
                     settled = await self._reconcile_halted()
@@ -210,9 +230,22 @@ class Worker:
                         await aclose()
             await asyncio.sleep(self.poll)
 
+    def _open_spec(self, spec: str) -> AbstractAsyncContextManager[Agent[Any]]:
+        """The agent of a schedule's spec: this worker's own agent if it has one."""
+        if self.agent is not None:
+            return contextlib.nullcontext(self.agent)
+        assert self.open_agent is not None
+        return self.open_agent(spec)
+
     async def _claim(self, free: int) -> None:
         store = self.journal.store
+        queued: list[str] = []
+        if isinstance(store, Queues):
+            # Queued runs that never started, that their queues' limits would start now. Read
+            # first, so that the runs claimable is read last, as fresh as it can be.
+            queued = await store.candidates(limit=free + len(self.skipped))
         found = await store.claimable(limit=free + len(self.skipped), host=this_host())
+        found += [(run_id, None) for run_id in queued]
         self._seen_claimable = any(
             run_id not in self.skipped
             and (lease is None or not lease.live or lease.owner.gone())
@@ -228,9 +261,11 @@ class Worker:
                 continue  # held by a live process of this host
             holding = Holding(self.journal.renewer, run_id, Owner.here(worker=self.name))
             try:
-                await holding.acquire()
+                await holding.acquire(claim=True)
             except RunBusy:
                 continue  # another worker claimed it first
+            except QueueFull:
+                continue  # another worker took its queue's last place first
             self.claimed += 1
             free -= 1
             log.info("worker_claimed", worker=self.name, run_id=run_id)

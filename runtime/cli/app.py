@@ -21,6 +21,7 @@ from runtime.cli import (
     maintenance,
     people,
     reconcile,
+    schedules,
     sessions,
     verbs,
     verify,
@@ -54,6 +55,7 @@ __all__ = ["COMMANDS", "main"]
 COMMANDS: tuple[Command, ...] = (
     *drive.COMMANDS,
     *worker.COMMANDS,
+    *schedules.COMMANDS,
     *view.COMMANDS,
     *sessions.COMMANDS,
     *verbs.COMMANDS,

@@ -62,6 +62,26 @@ def _submit_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"the run is the next message of this session (exit {EXIT_BUSY} if its last "
         "message has not ended)",
     )
+    parser.add_argument(
+        "--queue", metavar="QUEUE", help="workers start it within this queue's limits"
+    )
+    parser.add_argument(
+        "--key", metavar="KEY", help="with --queue: its concurrency key (e.g. customer:ann)"
+    )
+    parser.add_argument(
+        "--priority", type=int, default=0, metavar="N", help="with --queue: higher starts first"
+    )
+    parser.add_argument(
+        "--dedup-key",
+        metavar="KEY",
+        help="with --queue: if a run of the queue with this key has not ended, submit nothing",
+    )
+    parser.add_argument(
+        "--debounce",
+        type=_seconds,
+        metavar="SECONDS",
+        help="with --dedup-key: start only once no submit of the key came for this long",
+    )
     parser.add_argument("input", metavar="INPUT", help="the run's input text ('-' reads stdin)")
 
 
@@ -135,10 +155,24 @@ async def _submit(inv: Invocation) -> int:
     text = sys.stdin.read().rstrip("\n") if args.input == "-" else args.input
     async with open_agent(args.agent) as agent, inv.journal(create=True) as journal:
         result = await agent.submit(
-            run_id, text, journal=journal, spec=journaled_spec(args.agent), session=args.session
+            run_id,
+            text,
+            journal=journal,
+            spec=journaled_spec(args.agent),
+            session=args.session,
+            queue=args.queue,
+            concurrency_key=args.key,
+            priority=args.priority,
+            dedup_key=args.dedup_key,
+            debounce=args.debounce,
         )
     if args.json:
         inv.out_json(result.to_json())
+    elif result.run_id != run_id:
+        inv.out(
+            f"run {result.run_id} holds dedup key {args.dedup_key!r} ({result.status.value}); "
+            "nothing was submitted"
+        )
     elif result.status is RunStatus.SUBMITTED:
         inv.out(f"submitted run {run_id}: a worker drives it (`{inv.command('worker')}`)")
     else:

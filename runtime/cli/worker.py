@@ -107,8 +107,10 @@ COMMANDS = (
         description=(
             "Drive every run of the journal that needs a driver: runs whose process died\n"
             "(orphaned), runs that `approve`, `answer` or `resolve` made ready, and runs\n"
-            "`submit` started. Claiming a run is taking its lease, so several workers, on one\n"
-            "machine or many, never drive one run at once. Each run is driven with the agent it\n"
+            "`submit` started (a queued run once its queue's limits admit it), and start the\n"
+            "due slots of schedules (`schedule`). Claiming a run is taking its lease, so\n"
+            "several workers, on one machine or many, never drive one run at once. Each run is\n"
+            "driven with the agent it\n"
             "journaled (or --agent). A run whose agent cannot be built is reported once and left\n"
             "alone. SIGTERM or SIGINT: stop claiming, let drives reach their next record within\n"
             "--grace, release every lease, exit 0."

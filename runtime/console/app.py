@@ -30,6 +30,7 @@ from runtime.console.pages import (
     session_page,
     sessions_page,
 )
+from runtime.console.schedules import schedules_page
 from runtime.console.status import STATUSES
 from runtime.console.stream import events_response
 from runtime.errors import ConfigError, ConflictError, RunBusy
@@ -110,6 +111,7 @@ class Console:
                 Route("/", self._runs, methods=["GET"]),
                 Route("/run", self._run, methods=["GET"]),
                 Route("/sessions", self._sessions, methods=["GET"]),
+                Route("/schedules", self._schedules, methods=["GET"]),
                 Route("/events", self._events, methods=["GET"]),
                 Route("/confirm", self._confirm, methods=["POST"]),
                 Route("/act", self._act, methods=["POST"]),
@@ -254,6 +256,19 @@ class Console:
                 404,
             )
         return _html(session_page(name, runs))
+
+    async def _schedules(self, request: Request) -> Response:
+        """The schedules with their last and next runs, and the queues with their limits."""
+        journal = await self.journal()
+        try:
+            listed = await journal.schedules.list()
+            queues = await journal.queues.list()
+        except ConfigError as exc:  # a store that keeps none
+            return _html(error_page("no schedules", str(exc), links=[("./", "runs")]), 400)
+        statuses = {
+            i.last_run: await journal.status(i.last_run) for i in listed if i.last_run is not None
+        }
+        return _html(schedules_page(listed, statuses, queues))
 
     async def _run(self, request: Request) -> Response:
         run_id = request.query_params.get("id", "")

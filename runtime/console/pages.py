@@ -96,7 +96,10 @@ def runs_page(
         "<tbody>{rows}</tbody></table>"
         "<nav class=pages>{nav}</nav></section>"
     ).format(filters=filters, chart=chart(counts), rows=join(rows), nav=join(nav, " "))
-    return page("bide: runs", body)
+    links = Html(
+        " <a class=nav href='sessions'>sessions</a> <a class=nav href='schedules'>schedules</a>"
+    )
+    return page("bide: runs", body, nav=links)
 
 
 def _row(row: Row, now_ms: int) -> Html:

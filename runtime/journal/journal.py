@@ -11,6 +11,8 @@ from runtime.errors import ConfigError
 from runtime.events.hub import IDLE
 from runtime.events.types import Event
 from runtime.holding import Renewer
+from runtime.journal.queues import QueueSettings
+from runtime.journal.schedules import Schedules
 from runtime.journal.verbs import OperatorVerbs
 from runtime.logs import get_logger
 from runtime.ownership import DEFAULT_TTL, Lease, is_alive
@@ -122,6 +124,16 @@ class Journal(OperatorVerbs):
     @property
     def path(self) -> str:
         return self.store.path
+
+    @property
+    def schedules(self) -> Schedules:
+        """The journal's schedules: add, list, pause, resume, remove (``journal.schedules``)."""
+        return Schedules(self.store)
+
+    @property
+    def queues(self) -> QueueSettings:
+        """The journal's queue limits: set, clear, list (``journal.queues``)."""
+        return QueueSettings(self.store)
 
     # --- reading runs ----------------------------------------------------------------------
 

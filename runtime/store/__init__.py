@@ -7,7 +7,8 @@
   ``codec``: payloads as stored.
 - ``ops``: a batch's ops; ``decide``: what each one does (the rules, once); ``leases``: the
   lease rule of the stores that decide leases in Python; ``front``: the ``Store`` calls made the
-  same way by every store.
+  same way by every store. ``queues``: queues' limits and the claim rule that keeps them,
+  schedules' rows, written once for every store (``queuefront`` makes their calls).
 - ``sqlite/``, ``postgres/``: connections, SQL, writer, migrations, and nothing else; neither
   imports the other. ``memory``: the same rules over dicts. ``migrate``: Alembic's steps,
   shared; ``names``, ``schema``: the tables.

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sqlite3
 import time
 from typing import Any
 
-from runtime.ownership import Lease, boot_id
+from runtime.ownership import Lease, Owner, boot_id
 from runtime.records import Record
 from runtime.store import names
 from runtime.store.checks import check_query
@@ -27,14 +28,16 @@ from runtime.store.decide import (
     wanted,
 )
 from runtime.store.front import JudgedLeases, StoreFront
-from runtime.store.leases import holds, judge, lease_of, now_ms
-from runtime.store.ops import Failed, Op
+from runtime.store.leases import holds, judge, lease_of, now_ms, owner_text, wall_offset_ms
+from runtime.store.ops import Failed, LeaseOp, Op
 from runtime.store.protocol import RunRow
+from runtime.store.queuefront import QueueFront
+from runtime.store.queues import QueueOp, clock_name, run_steps, steps
 
 __all__ = ["MemoryStore"]
 
 
-class MemoryStore(JudgedLeases, StoreFront):
+class MemoryStore(QueueFront, JudgedLeases, StoreFront):
     """The ``Store`` protocol held in memory: ``Journal(store=MemoryStore())``.
 
     For tests and benchmarks that need a journal's rules (single-winner keys, guards, commit
@@ -56,6 +59,9 @@ class MemoryStore(JudgedLeases, StoreFront):
         """A run's wait columns (``names.WAKE_COLUMNS`` and ``due_ms``), kept off its RunRow."""
         self._seq = 0
         self.commits = 0
+        self._queue_db: sqlite3.Connection | None = None
+        """Queues and schedules (``store.queues``): their tables in a private in-memory SQLite
+        database, with the runs' statuses mirrored into it, so that the same SQL decides."""
 
     async def close(self) -> None:
         return None
@@ -70,6 +76,8 @@ class MemoryStore(JudgedLeases, StoreFront):
 
     async def _submit(self, op: Op) -> Any:
         """One op as a batch of its own, committed at once."""
+        if type(op) is QueueOp:  # type: ignore[comparison-overlap]
+            return self._queue_op(op)  # type: ignore[unreachable]
         keys, _ = wanted((op,))
         present = {
             (run_id, key): row
@@ -105,6 +113,8 @@ class MemoryStore(JudgedLeases, StoreFront):
                 self._rows[run_id] = _indexed(listed, fields, now)
         if inserts or plan.created or plan.index or plan.dirty:
             self.commits += 1
+        if self._queue_db is not None:
+            self._mirror(plan.created, plan.index)
         outcome = plan.outcomes[0]
         if isinstance(outcome, Failed):
             raise outcome.error
@@ -141,6 +151,83 @@ class MemoryStore(JudgedLeases, StoreFront):
         row = self._rows.get(run_id)
         return None if row is None else dataclasses.replace(row, lease=await self.lease(run_id))
 
+    # --- queues (store.queues), in a private SQLite database ------------------------------
+
+    def _queues(self) -> sqlite3.Connection:
+        if self._queue_db is None:
+            import sqlalchemy as sa
+
+            from runtime.store import schema
+
+            db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+            tables = (schema.queues, schema.queue_runs, schema.schedules)
+            engine = sa.create_engine("sqlite://", creator=lambda: db)
+            schema.metadata.create_all(engine, tables=list(tables))
+            db.execute(f"CREATE TABLE {names.runs.name} (run_id TEXT PRIMARY KEY, status TEXT)")
+            db.execute(f"CREATE TABLE {names.records.name} (seq INTEGER)")
+            self._queue_db = db
+            self._mirror({r: {"status": row.status} for r, row in self._rows.items()}, {})
+        return self._queue_db
+
+    def _mirror(self, created: dict[str, dict[str, Any]], index: dict[str, dict[str, Any]]) -> None:
+        """Copy the runs' statuses and the highest seq into the queues' database."""
+        db = self._queues()
+        rows = [(r, f.get("status")) for part in (created, index) for r, f in part.items()]
+        db.executemany(
+            f"INSERT INTO {names.runs.name} VALUES (?, ?) ON CONFLICT (run_id) DO UPDATE SET "
+            "status = excluded.status",
+            [row for row in rows if row[1] is not None],
+        )
+        db.execute(f"DELETE FROM {names.records.name}")
+        db.execute(f"INSERT INTO {names.records.name} VALUES (?)", (self._seq,))
+
+    def _queue_op(self, op: QueueOp) -> Any:
+        db = self._queues()
+        clock = now_ms()
+
+        def execute(sql: str, params: dict[str, Any]) -> list[Any]:
+            cursor = db.execute(sql, params)
+            if cursor.description is None:
+                return [()] * max(cursor.rowcount, 0)
+            return cursor.fetchall()
+
+        def acquire(run_id: str, args: dict[str, Any]) -> tuple[bool, Any]:
+            lease = LeaseOp(
+                "acquire", run_id, args["take_over"], args["owner"], args["host"], args["ttl_ms"]
+            )
+            granted, row, _now = judge(lease, self._leases, set(), clock)
+            return granted, (row, clock)
+
+        db.execute("BEGIN")
+        try:
+            outcome = run_steps(
+                steps(op, clock, clock_name(), time.time_ns() // 1_000_000), execute, acquire
+            )
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+        self.commits += 1
+        return outcome
+
+    async def _queue_read(self, sql: str, params: dict[str, Any]) -> list[Any]:
+        return self._queues().execute(sql, params).fetchall()
+
+    def _owner_text(self, owner: Owner) -> str:
+        return owner_text(owner)
+
+    def _claimed(self, run_id: str, payload: Any, owner: Owner | None) -> Lease:
+        row, now = payload
+        return lease_of(run_id, row, now, owner)
+
+    async def _queue_clock(self) -> tuple[int, str]:
+        return now_ms(), clock_name()
+
+    async def slot_clock_ms(self) -> int:
+        """The journal's clock as wall-clock ms: the boot clock plus the wall time at boot."""
+        now = now_ms()
+        return now + wall_offset_ms(now)
+
     # --- leases, decided by ``JudgedLeases`` through ``_submit`` ------------------------------
 
     async def lease(self, run_id: str) -> Lease | None:
@@ -163,8 +250,14 @@ class MemoryStore(JudgedLeases, StoreFront):
             rank = 1 if held is None or held[5] else 2 if holds(held, now) else 0
             return (rank, row.updated_ms, row.run_id)
 
+        unstarted: set[str] = set()
+        if self._queue_db is not None:  # claimed only through their queue (store.queues)
+            query = f"SELECT run_id FROM {names.queue_runs.name} WHERE started_ms IS NULL"
+            unstarted = {row[0] for row in self._queue_db.execute(query)}
         found = []
         for row in sorted(self._rows.values(), key=order):
+            if row.run_id in unstarted:
+                continue
             if row.status in WAIT_STATUSES:
                 if not self._woken(row.run_id, now):
                     continue

@@ -13,14 +13,17 @@ __all__ = [
     "WAKE_COLUMNS",
     "TableNames",
     "leases",
+    "queue_runs",
+    "queues",
     "records",
     "runs",
+    "schedules",
 ]
 
 FORMAT_VERSION = 1
 """The journal format of a run, written in its header record. A reader refuses any other."""
 
-HEAD_REVISION = "0003"
+HEAD_REVISION = "0004"
 """The schema revision this bide needs: the newest Alembic revision it ships."""
 
 VERSION_TABLE = "bide_alembic_version"
@@ -64,4 +67,26 @@ runs = TableNames(
 leases = TableNames(
     "bide_leases",
     ("run_id", "epoch", "owner", "host", "acquired_ms", "expires_ms", "released"),
+)
+queues = TableNames(
+    "bide_queues", ("name", "concurrency", "key_concurrency", "rate", "period_ms", "updated_ms")
+)
+queue_runs = TableNames(
+    "bide_queue_runs",
+    (
+        "run_id",
+        "queue",
+        "ckey",
+        "priority",
+        "dedup_key",
+        "not_before",
+        "clock",
+        "started_ms",
+        "started_seq",
+        "done",
+        "created_ms",
+    ),
+)
+schedules = TableNames(
+    "bide_schedules", ("name", "spec", "paused", "since_ms", "last_slot_ms", "updated_ms")
 )

@@ -79,7 +79,8 @@ class Store(Protocol):
     - ``claimable`` lists runs a worker may drive: index status ``running`` or ``submitted``
       and a lease that is absent, released or expired, or, given ``host``, held by an owner
       on that host (the caller checks that owner is gone before taking it over); least
-      recently updated first.
+      recently updated first. A queued run that never started is not listed: it is claimed
+      through its queue (``runtime.store.queues``).
     """
 
     @property

@@ -21,8 +21,11 @@ __all__ = [
     "VERSION_TABLE",
     "leases",
     "metadata",
+    "queue_runs",
+    "queues",
     "records",
     "runs",
+    "schedules",
 ]
 
 metadata = sa.MetaData()
@@ -75,4 +78,52 @@ leases = sa.Table(
     sa.Column("acquired_ms", sa.BigInteger, nullable=False),
     sa.Column("expires_ms", sa.BigInteger, nullable=False),
     sa.Column("released", sa.Boolean, nullable=False, server_default=sa.false()),
+)
+
+# Queues (``runtime.store.queues``): configuration and each queued run's place, not records. A
+# queue's limits; a queued run's queue, concurrency key, priority, dedup key, debounce (not
+# before, on the journal's clock named by ``clock``), and when a worker first claimed it (on
+# that clock, and the journal's highest seq then); ``done`` once a claim saw it ended.
+queues = sa.Table(
+    "bide_queues",
+    metadata,
+    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("concurrency", sa.Integer, nullable=True),
+    sa.Column("key_concurrency", sa.Integer, nullable=True),
+    sa.Column("rate", sa.Integer, nullable=True),
+    sa.Column("period_ms", sa.BigInteger, nullable=True),
+    sa.Column("updated_ms", sa.BigInteger, nullable=False),
+)
+
+queue_runs = sa.Table(
+    "bide_queue_runs",
+    metadata,
+    sa.Column("run_id", sa.Text, primary_key=True),
+    sa.Column("queue", sa.Text, nullable=False),
+    sa.Column("ckey", sa.Text, nullable=True),
+    sa.Column("priority", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("dedup_key", sa.Text, nullable=True),
+    sa.Column("not_before", sa.BigInteger, nullable=True),
+    sa.Column("clock", sa.Text, nullable=True),
+    sa.Column("started_ms", sa.BigInteger, nullable=True),
+    sa.Column("started_seq", sa.BigInteger, nullable=True),
+    sa.Column("done", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("created_ms", sa.BigInteger, nullable=False),
+    sa.Index("ix_bide_queue_runs_live", "queue", "done", "ckey"),
+    sa.Index("ix_bide_queue_runs_dedup", "queue", "dedup_key"),
+    sa.Index("ix_bide_queue_runs_waiting", "started_ms", "priority", "created_ms"),
+)
+
+# Schedules (``runtime.journal.schedules``): the spec as JSON (cron, time zone, agent, input,
+# missed-slot policy), paused or not, the first slot it may start (wall-clock ms, UTC), and
+# the newest slot started or skipped.
+schedules = sa.Table(
+    "bide_schedules",
+    metadata,
+    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("spec", sa.Text, nullable=False),
+    sa.Column("paused", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("since_ms", sa.BigInteger, nullable=False),
+    sa.Column("last_slot_ms", sa.BigInteger, nullable=True),
+    sa.Column("updated_ms", sa.BigInteger, nullable=False),
 )

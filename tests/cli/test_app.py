@@ -15,6 +15,8 @@ NAMES = [
     "resume",
     "submit",
     "worker",
+    "schedule",
+    "queue",
     "list",
     "show",
     "sessions",

@@ -360,3 +360,10 @@ def test_the_run_page_follows_the_run_s_event_stream_instead_of_polling(
         finally:
             context.close()
     assert errors == []
+
+
+def test_the_schedules_page_opens_from_the_runs_page(page: Any, served: Served) -> None:
+    page.click("a[href='schedules']")
+    page.wait_for_selector("#schedules")
+    assert page.inner_text("h1") == "Schedules"
+    assert page.query_selector("#queues") is not None

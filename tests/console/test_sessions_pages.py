@@ -34,3 +34,17 @@ def test_sessions_their_runs_and_what_a_run_page_says(db_path: Path) -> None:
         assert "700 in / 50 out" in c.get("/run?id=d").text
         # The sessions' own journals are no runs: the runs table leaves them out.
         assert "session:t-1" not in c.get("/").text
+
+
+def test_the_schedules_page_lists_schedules_with_last_and_next_runs(db_path: Path) -> None:
+    db = ("--db", str(db_path))
+    add = ("schedule", "add", "report", "--cron", "0 9 * * 1-5", "--tz", "Europe/Paris")
+    assert cli(*db, *add, "--agent", "tests.cli.agents:chatty", "--input", "report") == 0
+    assert cli(*db, "queue", "set", "payments", "--key-concurrency", "1") == 0
+    with TestClient(Console(db_path, token=TOKEN)) as c:
+        assert c.get("/?token=" + TOKEN).status_code == 200
+        assert "href='schedules'" in c.get("/").text
+        text = c.get("/schedules").text
+        assert "report" in text and "0 9 * * 1-5" in text and "Europe/Paris" in text
+        assert "payments" in text and "per key 1" in text
+        assert "09:00:00" in text or ":00:00" in text  # the next run, in local time

@@ -16,7 +16,9 @@ from runtime.store.sqlite import batch, leases, queries
 from runtime.store.sqlite.queries import Query
 
 
-@pytest.mark.parametrize("table", ["records", "runs", "leases"])
+@pytest.mark.parametrize(
+    "table", ["records", "runs", "leases", "queues", "queue_runs", "schedules"]
+)
 def test_names_are_the_core_tables_names_and_columns_in_order(table: str) -> None:
     core: sa.Table = getattr(schema, table)
     named: names.TableNames = getattr(names, table)
@@ -25,7 +27,8 @@ def test_names_are_the_core_tables_names_and_columns_in_order(table: str) -> Non
 
 
 def test_the_versions_and_index_columns_are_the_schemas() -> None:
-    assert schema.metadata.tables.keys() == {names.records.name, names.runs.name, names.leases.name}
+    tables = (names.records, names.runs, names.leases, names.queues, names.queue_runs)
+    assert schema.metadata.tables.keys() == {t.name for t in (*tables, names.schedules)}
     assert (schema.FORMAT_VERSION, schema.HEAD_REVISION, schema.VERSION_TABLE) == (
         names.FORMAT_VERSION,
         names.HEAD_REVISION,
@@ -107,6 +110,10 @@ def _claimable() -> sa.Select[Any]:
                 _l.c.expires_ms <= sa.bindparam("now"),
                 _l.c.host == sa.bindparam("host"),
                 _l.c.owner.not_like(sa.bindparam("boot")),
+            ),
+            # A queued run that never started is claimed through its queue (store.queues).
+            ~sa.exists().where(
+                schema.queue_runs.c.run_id == _u.c.run_id, schema.queue_runs.c.started_ms.is_(None)
             ),
         )
         .order_by(

@@ -58,8 +58,11 @@ async def test_opening_an_empty_database_creates_the_schema_at_head(pg_empty: st
     assert [t[0] for t in tables] == [
         "bide_alembic_version",
         "bide_leases",
+        "bide_queue_runs",
+        "bide_queues",
         "bide_records",
         "bide_runs",
+        "bide_schedules",
     ]
     types = await sql(
         pg_empty,

@@ -11,7 +11,7 @@ one for each kind of lease op in it: acquire, renew, release (``apply_all``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import sqlalchemy as sa
 
@@ -21,6 +21,8 @@ from runtime.store.decide import LeaseRow, Row, decide, wanted
 from runtime.store.ops import DataOp, LeaseOp, Op
 from runtime.store.postgres import leases as L
 from runtime.store.postgres.connect import NOW_MS, READY_CHANNEL, RECORDS_CHANNEL, WRITE_LOCK
+from runtime.store.postgres.queues import apply_queue_ops
+from runtime.store.queues import QueueOp, with_queue_ops_async
 
 if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal opens
     from sqlalchemy.ext.asyncio import AsyncConnection
@@ -125,6 +127,13 @@ async def apply_all(
     its op), so the ops of one batch are concurrent and any order among them is one they could
     have run in. It is still one transaction: a lease is never granted by a batch that fails.
     """
+    if any(type(op) is QueueOp for op in cast("list[Any]", ops)):  # store.queues: those first
+        on_xid((await conn.execute(LOCK)).one()[1])
+        return await with_queue_ops_async(
+            cast("list[Any]", ops),
+            lambda queued: apply_queue_ops(conn, queued),
+            lambda rest: apply_all(conn, rest, lambda _xid: None),
+        )
     leases = [(i, op) for i, op in enumerate(ops) if isinstance(op, LeaseOp)]
     rest = [(i, op) for i, op in enumerate(ops) if not isinstance(op, LeaseOp)]
     if not leases:

@@ -19,6 +19,7 @@ from runtime.ownership import Lease, Owner
 from runtime.store import schema
 from runtime.store.decide import READY_STATUSES, WAKE_KINDS
 from runtime.store.postgres.connect import NOW_MS, READY_CHANNEL
+from runtime.store.queues import unstarted
 
 if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal opens
     from sqlalchemy.ext.asyncio import AsyncConnection
@@ -93,7 +94,8 @@ CLAIMABLE = sa.text(
     f"(u.due_ms <= {NOW_MS} OR EXISTS (SELECT 1 FROM {_R} AS r WHERE r.run_id = u.run_id "
     f"AND r.seq > coalesce(u.wake_seq, 0) AND r.kind IN ({_WAKES}))))) "
     "AND (l.run_id IS NULL OR l.released "
-    f"OR l.expires_ms <= {NOW_MS} OR l.host = CAST(:host AS text)) "
+    f"OR l.expires_ms <= {NOW_MS} OR l.host = CAST(:host AS text)) AND {unstarted('u')} "
+    # A queued run that never started is claimed through its queue (store.queues).
     # Orphans first (a lease nobody released whose time ran out: its drive died), so a backlog
     # of runs never driven does not delay a takeover; then runs nobody holds; then the live
     # leases of this host, of which only a gone process's may be taken: a worker that found

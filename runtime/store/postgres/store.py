@@ -25,6 +25,7 @@ from runtime.store.decide import Row
 from runtime.store.front import StoreFront, like_prefix
 from runtime.store.ops import LeaseOp, Op
 from runtime.store.postgres import leases as L
+from runtime.store.postgres import queues as Q
 from runtime.store.postgres.connect import (
     NOW_MS,
     RECORDS_CHANNEL,
@@ -38,6 +39,7 @@ from runtime.store.postgres.listen import wakeups
 from runtime.store.postgres.migrate import ensure_engine
 from runtime.store.postgres.writer import Writer
 from runtime.store.protocol import RunRow
+from runtime.store.queuefront import QueueFront
 
 if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal opens
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -80,7 +82,7 @@ _RUNS = sa.select(
 _ROW = _RUNS.where(_u.c.run_id == _RUN_ID)
 
 
-class PostgresStore(StoreFront):
+class PostgresStore(QueueFront, StoreFront):
     """A journal in a PostgreSQL database (the ``Store`` protocol).
 
     ``await PostgresStore.open("postgresql://user@host/db")``, then ``await store.close()``.
@@ -200,6 +202,30 @@ class PostgresStore(StoreFront):
             return (await conn.execute(L.CLOCK)).scalar_one()
 
         return int(await self._run(go))
+
+    # --- queues (store.queues) -------------------------------------------------------------
+
+    async def _queue_read(self, sql: str, params: dict[str, Any]) -> list[Any]:
+        async def go(conn: AsyncConnection) -> list[Any]:
+            return await Q.read(conn, sql, params)
+
+        return await self._run(go)
+
+    def _owner_text(self, owner: Owner) -> str:
+        return L.owner_text(owner)
+
+    def _claimed(self, run_id: str, payload: Any, owner: Owner | None) -> Lease:
+        lease = L.lease_of(run_id, payload, owner)
+        if lease is None:  # pragma: no cover - the upsert either wins or meets a row
+            raise StorageError(f"journal {self.path}: the lease of run {run_id!r} vanished")
+        return lease
+
+    async def _queue_clock(self) -> tuple[int, str]:
+        return await self.clock_ms(), Q.CLOCK_NAME
+
+    async def slot_clock_ms(self) -> int:
+        """The journal's clock, the server's: wall-clock ms already."""
+        return await self.clock_ms()
 
     async def claimable(
         self, *, limit: int = 10, host: str | None = None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import sqlite3
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 from runtime.errors import StorageError
 from runtime.ownership import boot_id
@@ -20,7 +20,9 @@ from runtime.store import names
 from runtime.store.decide import Row, decide, wanted
 from runtime.store.leases import judge
 from runtime.store.ops import Op
+from runtime.store.queues import QueueOp, with_queue_ops
 from runtime.store.sqlite.leases import read_leases, write_leases
+from runtime.store.sqlite.queues import apply_queue_ops
 
 __all__ = [
     "apply",
@@ -158,6 +160,13 @@ def apply(
     next seqs (the write lock is held, so nothing comes between the probe and the inserts), the
     new runs' index rows inserted whole and each other touched run's row updated once.
     """
+    if any(type(op) is QueueOp for op in cast("list[Any]", ops)):  # store.queues: those first
+        at = now if clock is None else clock
+        return with_queue_ops(
+            ops,
+            lambda queued: apply_queue_ops(conn, queued, at, now, limit),
+            lambda rest: apply(conn, rest, now, limit, clock),
+        )
     keys, fenced = wanted(ops)
     present: dict[tuple[str, str], Row] = {}
     seq = 0

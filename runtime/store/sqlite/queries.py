@@ -97,7 +97,10 @@ CLAIMABLE = Query(
     "= ? OR bide_records.kind = ? OR bide_records.kind = ? OR bide_records.kind = "
     "?))))) AND (bide_leases.run_id IS NULL OR bide_leases.released IS 1 OR "
     "bide_leases.expires_ms <= ? OR bide_leases.host = ? OR bide_leases.owner NOT "
-    "LIKE ?) ORDER BY CASE WHEN (bide_leases.released IS 0 AND "
+    "LIKE ?) AND NOT (EXISTS (SELECT * \nFROM bide_queue_runs \nWHERE "
+    "bide_queue_runs.run_id = bide_runs.run_id AND bide_queue_runs.started_ms IS NULL)) "
+    # A queued run that never started is claimed through its queue (store.queues).
+    "ORDER BY CASE WHEN (bide_leases.released IS 0 AND "
     "(bide_leases.expires_ms <= ? OR bide_leases.owner NOT LIKE ?)) THEN ? WHEN "
     "(bide_leases.run_id IS NULL OR bide_leases.released IS 1) THEN ? ELSE ? END, "
     "bide_runs.updated_ms, bide_runs.run_id\n LIMIT ? OFFSET ?",
