@@ -28,9 +28,10 @@ from runtime.store.checks import (
 )
 from runtime.store.codec import decode, encode
 from runtime.store.decide import LeaseRow, Row, check_format
-from runtime.store.leases import lease_of, owner_text
+from runtime.store.leases import lease_of, now_ms, owner_text, wall_offset_ms
 from runtime.store.ops import AppendOp, CreateOp, IndexOp, LeaseOp, Op
 from runtime.store.protocol import RunPage, RunRow
+from runtime.store.queues import clock_name
 
 __all__ = ["HEADER", "JudgedLeases", "StoreFront", "appended", "like_prefix"]
 
@@ -226,6 +227,23 @@ class StoreFront:
 class JudgedLeases:
     """The lease calls of a store whose writer decides lease ops with ``leases.judge``: an op's
     outcome is ``(done, row, now)``, its lease read by ``leases.lease_of``."""
+
+    # --- queues (``store.queues``), on this host's boot clock -------------------------------
+
+    def _owner_text(self, owner: Owner) -> str:
+        return owner_text(owner)
+
+    def _claimed(self, run_id: str, payload: Any, owner: Owner | None) -> Lease:
+        row, now = payload
+        return lease_of(run_id, row, now, owner)
+
+    async def _queue_clock(self) -> tuple[int, str]:
+        return now_ms(), clock_name()
+
+    async def slot_clock_ms(self) -> int:
+        """The journal's clock as wall-clock ms: the boot clock plus the wall time at boot."""
+        now = now_ms()
+        return now + wall_offset_ms(now)
 
     async def _submit(self, op: Op) -> Any:
         raise NotImplementedError

@@ -13,7 +13,7 @@ import sqlite3
 import time
 from typing import Any
 
-from runtime.ownership import Lease, Owner, boot_id
+from runtime.ownership import Lease, boot_id
 from runtime.records import Record
 from runtime.store import names
 from runtime.store.checks import check_query
@@ -28,7 +28,7 @@ from runtime.store.decide import (
     wanted,
 )
 from runtime.store.front import JudgedLeases, StoreFront
-from runtime.store.leases import holds, judge, lease_of, now_ms, owner_text, wall_offset_ms
+from runtime.store.leases import holds, judge, lease_of, now_ms
 from runtime.store.ops import Failed, LeaseOp, Op
 from runtime.store.protocol import RunRow
 from runtime.store.queuefront import QueueFront
@@ -37,7 +37,7 @@ from runtime.store.queues import QueueOp, clock_name, run_steps, steps
 __all__ = ["MemoryStore"]
 
 
-class MemoryStore(QueueFront, JudgedLeases, StoreFront):
+class MemoryStore(JudgedLeases, QueueFront, StoreFront):
     """The ``Store`` protocol held in memory: ``Journal(store=MemoryStore())``.
 
     For tests and benchmarks that need a journal's rules (single-winner keys, guards, commit
@@ -212,21 +212,6 @@ class MemoryStore(QueueFront, JudgedLeases, StoreFront):
 
     async def _queue_read(self, sql: str, params: dict[str, Any]) -> list[Any]:
         return self._queues().execute(sql, params).fetchall()
-
-    def _owner_text(self, owner: Owner) -> str:
-        return owner_text(owner)
-
-    def _claimed(self, run_id: str, payload: Any, owner: Owner | None) -> Lease:
-        row, now = payload
-        return lease_of(run_id, row, now, owner)
-
-    async def _queue_clock(self) -> tuple[int, str]:
-        return now_ms(), clock_name()
-
-    async def slot_clock_ms(self) -> int:
-        """The journal's clock as wall-clock ms: the boot clock plus the wall time at boot."""
-        now = now_ms()
-        return now + wall_offset_ms(now)
 
     # --- leases, decided by ``JudgedLeases`` through ``_submit`` ------------------------------
 

@@ -214,6 +214,7 @@ async def test_a_typed_output_run_killed_around_its_answers_answers_the_same(
     await run_group(harness, "typed output", schedules.typed_points())
 
 
+@pytest.mark.slow  # the default suite's budget: the same points run on SQLite by default
 async def test_a_typed_output_run_killed_around_its_answers_on_postgresql(
     harness: Harness,
 ) -> None:
@@ -229,6 +230,7 @@ async def test_a_two_message_session_killed_in_its_second_message_shows_the_same
     assert sum(o.halts for o in outcomes) > 0
 
 
+@pytest.mark.slow  # the default suite's budget: the same points run on SQLite by default
 async def test_a_two_message_session_on_postgresql(harness: Harness) -> None:
     _postgres()
     items = [schedules.on_postgres(s) for s in schedules.session_points()]

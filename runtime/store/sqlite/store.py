@@ -14,17 +14,16 @@ import sqlite3
 from typing import Any, Self
 
 from runtime.errors import ConfigError
-from runtime.ownership import Lease, Owner, boot_id
+from runtime.ownership import Lease, boot_id
 from runtime.records import Record
 from runtime.store.checks import check_query
 from runtime.store.codec import decode
 from runtime.store.decide import Row
 from runtime.store.front import JudgedLeases, StoreFront, lease_row, like_prefix
-from runtime.store.leases import boot_pattern, lease_of, now_ms, owner_text, wall_offset_ms
+from runtime.store.leases import boot_pattern, lease_of, now_ms
 from runtime.store.ops import Op
 from runtime.store.protocol import RunRow
 from runtime.store.queuefront import QueueFront
-from runtime.store.queues import clock_name
 from runtime.store.sqlite.migrate import ensure_schema
 from runtime.store.sqlite.queries import CLAIMABLE, GET, LEASE, LIST, LOAD, LOAD_PREFIX, ROW
 from runtime.store.sqlite.setup import BUSY_TIMEOUT_MS, Readers
@@ -34,7 +33,7 @@ from runtime.store.urls import sqlite_path
 __all__ = ["SQLiteStore"]
 
 
-class SQLiteStore(QueueFront, JudgedLeases, StoreFront):
+class SQLiteStore(JudgedLeases, QueueFront, StoreFront):
     """A journal in one SQLite file (the ``Store`` protocol). ``await SQLiteStore.open(url)``,
     then ``await store.close()``."""
 
@@ -134,21 +133,6 @@ class SQLiteStore(QueueFront, JudgedLeases, StoreFront):
 
     async def _queue_read(self, sql: str, params: dict[str, Any]) -> list[Any]:
         return await self._readers.run(_fetchall_named, sql, params)
-
-    def _owner_text(self, owner: Owner) -> str:
-        return owner_text(owner)
-
-    def _claimed(self, run_id: str, payload: Any, owner: Owner | None) -> Lease:
-        row, now = payload
-        return lease_of(run_id, row, now, owner)
-
-    async def _queue_clock(self) -> tuple[int, str]:
-        return now_ms(), clock_name()
-
-    async def slot_clock_ms(self) -> int:
-        """The journal's clock as wall-clock ms: the boot clock plus the wall time at boot."""
-        now = now_ms()
-        return now + wall_offset_ms(now)
 
     async def claimable(
         self, *, limit: int = 10, host: str | None = None

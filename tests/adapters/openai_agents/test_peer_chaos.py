@@ -1,7 +1,8 @@
 """The peer chaos harness (``shared/peer_chaos`` beside the project) run on the OpenAI Agents
 SDK workload through bide (``bench/peer_chaos/adapter_bide_openai_agents.py``): real forked
 children, real SIGKILLs, a ledger outside the journal; the charge fires at most once in every
-schedule. The default suite runs a few schedules on each backend; ``-m slow`` the long set.
+schedule. The default suite runs a few schedules on SQLite; ``-m slow`` those on PostgreSQL and
+the long set.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ def test_sqlite_a_few_schedules(tmp_path: Path) -> None:
     a_few(tmp_path, ADAPTER)
 
 
+@pytest.mark.slow  # the default suite's budget: PostgreSQL's few run with the long set
 def test_postgres_a_few_schedules(tmp_path: Path, pg_url: str) -> None:
     a_few(tmp_path, ADAPTER, db=pg_url)
 

@@ -23,6 +23,7 @@ def test_sqlite_a_few_schedules(tmp_path: Path) -> None:
     a_few(tmp_path, ADAPTER)
 
 
+@pytest.mark.slow  # the default suite's budget: PostgreSQL's few run with the long set
 def test_postgres_a_few_schedules(tmp_path: Path, pg_url: str) -> None:
     a_few(tmp_path, ADAPTER, db=pg_url)
 
