@@ -20,6 +20,7 @@ from runtime.logs import get_logger
 from runtime.result import Waiting
 from runtime.state import CallState
 from runtime.tools import Interrupted, Safety, Tool
+from runtime.waits import Waiter
 
 __all__ = ["PROCEED", "Denied", "Proceed", "gate", "interrupter", "policies"]
 
@@ -99,6 +100,11 @@ class _Interrupter:
         self.drive = drive
         self.cs = cs
         self.safety = safety
+
+    def waiter(self) -> Waiter:
+        """The call's waits (``ToolContext.sleep``, ``receive``), made only for a tool that
+        waits: one object fewer per call for the cyclic collector."""
+        return Waiter(self.drive, self.cs, self.safety)
 
     async def __call__(
         self, key: str, prompt: str, *, expect: Any = str, schema: Mapping[str, Any] | None = None

@@ -35,7 +35,6 @@ from runtime.tools import (
     idempotency_key_for,
     resumer,
 )
-from runtime.waits import Waiter
 
 __all__ = ["RESULT_COMMIT_RETRY", "Calls"]
 
@@ -134,7 +133,6 @@ class Calls:
             ),
             interrupt=asking.interrupter(self.drive, cs, safety),
             record_handle=handle_recorder(self.drive, cs, k, safety),
-            waiter=Waiter(self.drive, cs, safety),
         )
 
     async def _side_effect(

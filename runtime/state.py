@@ -43,10 +43,6 @@ class RunState:
     """The history chunks a resumed drive started from, if it did (``resumed``)."""
     chunked: int = 0
     """How many of the first turns a history chunk holds."""
-    signals: dict[str, list[Record]] = field(default_factory=dict)
-    """The signals sent to the run, by name, in commit order (``Journal.signal``)."""
-    consumed: set[str] = field(default_factory=set)
-    """The keys of the signals a receive was given: each is given once."""
     through: int = 0
     """The highest ``seq`` of the records a replay loaded: the state holds every record of the
     run up to it (later ones: those its drive wrote, or was answered with)."""
@@ -164,17 +160,12 @@ class RunState:
                 call.waits[int(payload["n"])] = record
             elif kind == R.RECEIVED:
                 call.received[int(payload["n"])] = record
-                given = payload.get("signal")
-                if isinstance(given, str):
-                    self.consumed.add(given)
             else:
                 call.reconciles.setdefault(int(payload["attempt"]), []).append(record)
         elif kind == R.HISTORY:  # any chunk, read or not: the next one's key follows it
             last = payload.get("last") if isinstance(payload, Mapping) else None
             if isinstance(last, int) and last > self.chunked:
                 self.chunked = last
-        elif kind == R.SIGNAL:
-            self.signals.setdefault(str(payload["name"]), []).append(record)
         elif kind == R.CANCEL:
             self.cancel = record
         elif kind == R.STOP:

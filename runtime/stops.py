@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from runtime import records as R
 from runtime.approval import ApprovalPolicy, judge, tally
 from runtime.errors import ConfigError
 from runtime.state import CallState, RunState
@@ -255,7 +256,11 @@ def _open_wait(call: CallState) -> Mapping[str, Any] | None:
 
 
 def _arrived(state: RunState, name: str) -> bool:
-    return any(r.key not in state.consumed for r in state.signals.get(name, ()))
+    """Whether a signal ``name`` that no receive was given is in the run's mailbox (read from
+    the records: a view folds them all)."""
+    given = {r.payload.get("signal") for c in state.calls.values() for r in c.received.values()}
+    prefix = R.signal_prefix(name)
+    return any(r.key.startswith(prefix) and r.key not in given for r in state.records)
 
 
 def wall_iso(ms: int) -> str:

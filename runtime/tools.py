@@ -293,6 +293,10 @@ class ToolContext:
 
     def _waits(self, what: str) -> Any:
         if self._waiter is None:
+            make = getattr(self._interrupt, "waiter", None)
+            if make is not None:  # a drive's call: its waits are made the first time it waits
+                self._waiter = make()
+        if self._waiter is None:
             raise ConfigError(
                 f"{what} needs a tool driven by an agent run",
                 run_id=self.run_id,
