@@ -20,7 +20,7 @@ from runtime import (
     Worker,
     tool,
 )
-from runtime.testing import ScriptedModel
+from runtime.testing import MemoryStore, ScriptedModel
 from tests.helpers import Ledger, call
 
 
@@ -293,3 +293,34 @@ async def test_two_calls_of_one_turn_receiving_one_name_take_one_signal_each(
     await journal.signal("r", "go", 2)
     assert (await agent.run("r", "go", journal=journal)).status is RunStatus.COMPLETED
     assert sorted(got.values()) == [1, 2]
+
+
+class _AnsweredMeanwhile(MemoryStore):
+    """A person answers while the drive that asked is still writing "waiting"."""
+
+    answered = False
+
+    async def update_index(self, run_id: str, **fields: Any) -> None:
+        if fields.get("status") == "waiting" and not self.answered:
+            self.answered = True
+            payload = {"call_id": "c1", "key": "price", "value": 3, "by": "p"}
+            await self.append(run_id, "answer/c1/price", "answer", payload, unless="end")
+        await super().update_index(run_id, **fields)
+
+
+async def test_an_answer_committed_while_the_drive_writes_waiting_still_wakes_the_run() -> None:
+    """The drive names the seq through which it saw its run: an answer committed after that,
+    before its "waiting" lands, wakes the run (with the status write's own seq it would not,
+    and no worker would ever claim it)."""
+
+    @tool(safety=Safety.READ_ONLY)
+    async def quote(context: ToolContext) -> int:
+        """Ask a price."""
+        return int(await context.interrupt("price", "What price?", expect=int))
+
+    agent = Agent(model=ScriptedModel([{"tool_calls": [call("c1", "quote")]}]), tools=[quote])
+    async with Journal(store=_AnsweredMeanwhile()) as journal:
+        assert (await agent.run("r", "go", journal=journal)).status is RunStatus.WAITING
+        row = await journal.store.run_row("r")
+        assert row is not None and row.status == "waiting"
+        assert "r" in dict(await journal.store.claimable())
