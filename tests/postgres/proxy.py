@@ -27,6 +27,8 @@ class Proxy:
         self.target = (host, port)
         self.cue: Cue | None = None
         self.refusing = False
+        self.sends = 0
+        """How many times a client sent (one round trip each: a client waits for the answer)."""
         self.port = 0
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -71,6 +73,7 @@ class Proxy:
         down = asyncio.create_task(self._pump(up_reader, writer))
         try:
             while chunk := await reader.read(65536):
+                self.sends += 1
                 cue = self.cue
                 at = -1 if cue is None else _query_at(chunk, cue.word)
                 if cue is None or at < 0:
