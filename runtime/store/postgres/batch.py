@@ -1,10 +1,10 @@
 """One batch of journal writes on PostgreSQL, applied inside the writer's open transaction.
 
-``apply(run, ops, on_xid)``, under the journal's write lock, reads in one statement every key
+``apply(query, ops, on_xid)``, under the journal's write lock, reads in one statement every key
 the batch names (``decide.wanted``), the leases it is fenced by, the highest ``seq``, the
 server's clock and the transaction's id; lets ``decide`` settle each op as if the ops ran one by
 one in order; and writes the winners and the run index in one more statement. The writer sends
-a batch of plain writes on the driver's connection (``DriverRun``) in four round trips whatever
+a batch of plain writes on the driver's connection (``DriverQuery``) in four round trips whatever
 its size: ``BEGIN_LOCKED`` (the transaction and the lock), the probe, the write, COMMIT; one
 more when the batch makes a run ready without holding its lease (it ``NOTIFY``s the workers). A
 batch with lease or queue ops goes through SQLAlchemy (``apply_all``), one more round trip for
@@ -31,9 +31,9 @@ if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal open
     import asyncpg
     from sqlalchemy.ext.asyncio import AsyncConnection
 
-__all__ = ["BEGIN_LOCKED", "DriverRun", "Run", "apply", "apply_all", "plain"]
+__all__ = ["BEGIN_LOCKED", "DriverQuery", "Query", "apply", "apply_all", "plain"]
 
-Run = Callable[[sa.TextClause, dict[str, Any]], Awaitable[Sequence[Sequence[Any]]]]
+Query = Callable[[sa.TextClause, dict[str, Any]], Awaitable[Sequence[Sequence[Any]]]]
 """Runs one statement with its parameters inside the open transaction, and returns its rows."""
 
 _R, _U, _L = schema.records.name, schema.runs.name, schema.leases.name
@@ -134,12 +134,12 @@ def _encode_index(fields: dict[str, Any]) -> tuple[Any, ...]:
 
 def plain(ops: list[Op]) -> bool:
     """Whether a batch holds only data ops (no lease op, no queue op): what the writer sends on
-    the driver's connection (``DriverRun``), the lock taken with ``BEGIN_LOCKED``."""
+    the driver's connection (``DriverQuery``), the lock taken with ``BEGIN_LOCKED``."""
     return not any(isinstance(op, LeaseOp) or type(op) is QueueOp for op in cast("list[Any]", ops))
 
 
-def through(conn: AsyncConnection) -> Run:
-    """A ``Run`` through SQLAlchemy's connection (and its transaction)."""
+def through(conn: AsyncConnection) -> Query:
+    """A ``Query`` through SQLAlchemy's connection (and its transaction)."""
 
     async def run(statement: sa.TextClause, params: dict[str, Any]) -> Sequence[Sequence[Any]]:
         return list(await conn.execute(statement, params))
@@ -147,8 +147,8 @@ def through(conn: AsyncConnection) -> Run:
     return run
 
 
-class DriverRun:
-    """A ``Run`` on the driver's own connection (asyncpg), past SQLAlchemy's async adapter and
+class DriverQuery:
+    """A ``Query`` on the driver's own connection (asyncpg), past SQLAlchemy's async adapter and
     its hop through a greenlet per statement: the writer's hot path. Each statement is compiled
     once to the driver's ``$n`` placeholders; asyncpg keeps it prepared on the connection."""
 
@@ -179,7 +179,7 @@ class DriverRun:
 
 
 _COMPILED: dict[sa.TextClause, tuple[str, tuple[str, ...]]] = {}
-"""Each statement ``DriverRun`` has run: its text with ``$n`` placeholders, and the names of the
+"""Each statement ``DriverQuery`` has run: its text with ``$n`` placeholders, and the names of the
 parameters in their order."""
 
 
@@ -229,7 +229,7 @@ async def _apply_locked(conn: AsyncConnection, ops: list[Op]) -> list[Any]:
     return outcomes
 
 
-async def apply(run: Run, ops: list[DataOp], on_xid: Callable[[int], None]) -> list[Any]:
+async def apply(query: Query, ops: list[DataOp], on_xid: Callable[[int], None]) -> list[Any]:
     """Apply a batch inside the open transaction, whose caller holds the write lock; one
     outcome per op, in order (``decide``).
 
@@ -240,7 +240,7 @@ async def apply(run: Run, ops: list[DataOp], on_xid: Callable[[int], None]) -> l
     leases: dict[str, LeaseRow] = {}
     seq = now = 0
     probe = {"runs": [r for r, _ in keys], "keys": [k for _, k in keys], "fenced": list(fenced)}
-    for what, run_id, key, number, kind, codec, payload, ms, xid in await run(PROBE, probe):
+    for what, run_id, key, number, kind, codec, payload, ms, xid in await query(PROBE, probe):
         if what == 0:
             present[run_id, key] = (number, kind, codec, payload, ms)
         elif what == 1:
@@ -251,17 +251,17 @@ async def apply(run: Run, ops: list[DataOp], on_xid: Callable[[int], None]) -> l
             on_xid(xid)
     plan = decide(ops, present, seq, now, leases)
     if plan.inserts or plan.created or plan.index:
-        await _write(run, plan.inserts, plan.created, plan.index, now)
+        await _write(query, plan.inserts, plan.created, plan.index, now)
     if plan.releases:
         values = {"runs": list(plan.releases), "epochs": list(plan.releases.values())}
-        await run(L.RELEASE_MANY, values)
+        await query(L.RELEASE_MANY, values)
     if plan.ready:
-        await run(NOTIFY, {"runs": list(plan.ready)})
+        await query(NOTIFY, {"runs": list(plan.ready)})
     return plan.outcomes
 
 
 async def _write(
-    run: Run,
+    query: Query,
     inserts: list[Any],
     created: dict[str, dict[str, Any]],
     index: dict[str, dict[str, Any]],
@@ -286,6 +286,6 @@ async def _write(
         values[f"n_{column}"] = [f.get(column) for f in created.values()]
         values[f"u_{column}"] = [m[i] for m in masks.values()]
     values["n_turns"] = [t or 0 for t in values["n_turns"]]
-    (counts,) = await run(WRITE, values)
+    (counts,) = await query(WRITE, values)
     if counts[0] != len(inserts) // 7:
         raise StorageError("the journal changed under the write lock; nothing was committed")

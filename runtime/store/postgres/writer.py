@@ -20,7 +20,7 @@ from runtime.errors import StorageError
 from runtime.logs import get_logger
 from runtime.outage import Outage
 from runtime.store.ops import AppendOp, CreateOp, DataOp, Failed, Op
-from runtime.store.postgres.batch import DriverRun, apply, apply_all, plain
+from runtime.store.postgres.batch import DriverQuery, apply, apply_all, plain
 from runtime.store.postgres.connect import connection_lost, sqlstate, storage_error
 from runtime.store.postgres.failover import SERVER
 
@@ -57,7 +57,7 @@ class Writer:
         self._engine = engine
         self._queue: asyncio.Queue[_Item | None] = asyncio.Queue()
         self._conn: AsyncConnection | None = None
-        self._driver: DriverRun | None = None
+        self._driver: DriverQuery | None = None
         """``_conn``'s own asyncpg connection, on which a batch of plain writes is sent."""
         self._server: str | None = None
         """Which server (an incarnation of one) ``_conn`` reached: a transaction id means
@@ -97,7 +97,7 @@ class Writer:
                 try:
                     self._server = str((await conn.execute(_SERVER)).scalar())
                     await conn.commit()
-                    self._driver = DriverRun((await conn.get_raw_connection()).driver_connection)
+                    self._driver = DriverQuery((await conn.get_raw_connection()).driver_connection)
                 except BaseException:
                     await conn.close()
                     raise
@@ -189,7 +189,7 @@ class Writer:
                 # A batch of plain writes goes on the driver's connection, past SQLAlchemy
                 # (which is told nothing: its connection is idle before and after).
                 driver = self._driver if plain(ops) else None
-                transaction: DriverRun | AsyncTransaction = driver or await conn.begin()
+                transaction: DriverQuery | AsyncTransaction = driver or await conn.begin()
                 try:
                     if driver is not None:
                         await driver.begin_locked()
