@@ -42,3 +42,27 @@ async def test_two_writers_racing_for_one_key_agree_on_one_winner(pg_url: str) -
         assert [r.key for r in records] == ["header", *(f"k{i}" for i in range(60))]
         seqs = [r.seq for r in records]
         assert seqs == sorted(set(seqs))
+
+
+def _fatal(code: str, text: str) -> bytes:
+    """A server's ErrorResponse message (FATAL, ``code``)."""
+    fields = b"".join(
+        kind + value.encode() + b"\0"
+        for kind, value in ((b"S", "FATAL"), (b"V", "FATAL"), (b"C", code), (b"M", text))
+    )
+    body = fields + b"\0"
+    return b"E" + (len(body) + 4).to_bytes(4, "big") + body
+
+
+async def test_an_error_the_server_sent_between_batches_does_not_fail_the_next(
+    pg_url: str,
+) -> None:
+    """A server that ends a session says so first, unasked (an administrator's terminate): the
+    driver reads it while idle and can run nothing more on that connection. The writer's next
+    batch, which had not reached a transaction, goes through on a new connection."""
+    async with Proxy() as proxy, await PostgresStore.open(proxy.url(pg_url)) as store:
+        await store.create_run("r")
+        proxy.tell_clients(_fatal("57P01", "terminating connection due to administrator command"))
+        await asyncio.sleep(0.2)  # the driver reads it, and the socket stays open
+        assert (await store.append("r", "k", "t", 1)).won
+        assert [r.key for r in await store.load("r")] == ["header", "k"]

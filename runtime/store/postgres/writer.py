@@ -21,7 +21,12 @@ from runtime.logs import get_logger
 from runtime.outage import Outage
 from runtime.store.ops import AppendOp, CreateOp, DataOp, Failed, Op
 from runtime.store.postgres.batch import DriverQuery, apply, apply_all, plain
-from runtime.store.postgres.connect import connection_lost, sqlstate, storage_error
+from runtime.store.postgres.connect import (
+    connection_lost,
+    connection_unusable,
+    sqlstate,
+    storage_error,
+)
 from runtime.store.postgres.failover import SERVER
 
 if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal opens
@@ -99,11 +104,13 @@ class Writer:
                     await conn.commit()
                     self._driver = DriverQuery((await conn.get_raw_connection()).driver_connection)
                 except BaseException:
+                    with contextlib.suppress(Exception):
+                        await conn.invalidate()  # never back to the pool: it may be why
                     await conn.close()
                     raise
                 return conn
             except Exception as exc:
-                if retry and connection_lost(exc):
+                if retry and (connection_lost(exc) or connection_unusable(exc)):
                     # A pooled connection the server had dropped (the writer's own loss, met
                     # on the driver's connection, was never SQLAlchemy's to see): SQLAlchemy
                     # has now seen one, and replaces every connection pooled before it.
@@ -216,7 +223,7 @@ class Writer:
                 await self._drop()
                 raise
             except Exception as exc:
-                lost = connection_lost(exc) or _read_only(exc)
+                lost = connection_lost(exc) or connection_unusable(exc) or _read_only(exc)
                 if lost:
                     await self._drop()
                 if lost and not xid and retry:
