@@ -113,7 +113,8 @@ class Writer:
                 if retry and (connection_lost(exc) or connection_unusable(exc)):
                     # A pooled connection the server had dropped (the writer's own loss, met
                     # on the driver's connection, was never SQLAlchemy's to see): SQLAlchemy
-                    # has now seen one, and replaces every connection pooled before it.
+                    # has now seen one, and replaces every connection pooled before it. (One
+                    # the driver would not use was invalidated above.)
                     continue
                 raise storage_error(self.where, exc, doing="cannot connect") from exc
         raise AssertionError("unreachable")  # pragma: no cover
