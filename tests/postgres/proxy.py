@@ -27,9 +27,12 @@ class Proxy:
         self.target = (host, port)
         self.cue: Cue | None = None
         self.refusing = False
+        self.sends = 0
+        """How many times a client sent (one round trip each: a client waits for the answer)."""
         self.port = 0
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._clients: set[asyncio.StreamWriter] = set()
 
     async def __aenter__(self) -> Proxy:
         self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
@@ -52,6 +55,11 @@ class Proxy:
         assert host in database_url, database_url
         return database_url.replace(host, f"127.0.0.1:{self.port}")
 
+    def tell_clients(self, message: bytes) -> None:
+        """Send ``message`` to every client as if the server had, between its answers."""
+        for writer in self._clients:
+            writer.write(message)
+
     def arm(self, word: bytes, *, forward: bool) -> Cue:
         self.cue = Cue(word, forward)
         return self.cue
@@ -68,9 +76,11 @@ class Proxy:
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
+        self._clients.add(writer)
         down = asyncio.create_task(self._pump(up_reader, writer))
         try:
             while chunk := await reader.read(65536):
+                self.sends += 1
                 cue = self.cue
                 at = -1 if cue is None else _query_at(chunk, cue.word)
                 if cue is None or at < 0:
@@ -92,6 +102,7 @@ class Proxy:
             up_writer.transport.abort()
             writer.transport.abort()
             self._tasks.discard(task)
+            self._clients.discard(writer)
 
     @staticmethod
     async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -25,6 +25,7 @@ __all__ = [
     "WRITE_LOCK",
     "asyncpg_args",
     "connection_lost",
+    "connection_unusable",
     "display",
     "make_engine",
     "postgres_url",
@@ -178,6 +179,18 @@ def connection_lost(exc: BaseException) -> bool:
         # No server named in a multi-host URL is (yet) the primary: a failover under way.
         | asyncpg.exceptions.TargetServerAttributeNotMatched,
     )
+
+
+def connection_unusable(exc: BaseException) -> bool:
+    """Whether the driver refused to run anything more on its connection (asyncpg's
+    ``InternalClientError``): it read what it had not asked for, such as the FATAL a server
+    sends before it ends a session, and the end of the socket had not yet reached it. Nothing
+    of the refused statement was sent; the connection is to be replaced, as a lost one is."""
+    try:
+        import asyncpg
+    except ModuleNotFoundError:  # pragma: no cover - the extra is installed with the store
+        return False
+    return isinstance(_root(exc), asyncpg.exceptions.InternalClientError)
 
 
 def storage_error(where: str, exc: BaseException, *, doing: str) -> StorageError:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import sqlalchemy as sa
 
@@ -19,13 +19,18 @@ from runtime import faults
 from runtime.errors import StorageError
 from runtime.logs import get_logger
 from runtime.outage import Outage
-from runtime.store.ops import AppendOp, CreateOp, Failed, Op
-from runtime.store.postgres.batch import apply_all
-from runtime.store.postgres.connect import connection_lost, sqlstate, storage_error
+from runtime.store.ops import AppendOp, CreateOp, DataOp, Failed, Op
+from runtime.store.postgres.batch import DriverQuery, apply, apply_all, plain
+from runtime.store.postgres.connect import (
+    connection_lost,
+    connection_unusable,
+    sqlstate,
+    storage_error,
+)
 from runtime.store.postgres.failover import SERVER
 
 if TYPE_CHECKING:  # the async engine is imported when a PostgreSQL journal opens
-    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncTransaction
 
 __all__ = ["MAX_BATCH", "OUTCOME_WAIT", "Writer"]
 
@@ -57,6 +62,8 @@ class Writer:
         self._engine = engine
         self._queue: asyncio.Queue[_Item | None] = asyncio.Queue()
         self._conn: AsyncConnection | None = None
+        self._driver: DriverQuery | None = None
+        """``_conn``'s own asyncpg connection, on which a batch of plain writes is sent."""
         self._server: str | None = None
         """Which server (an incarnation of one) ``_conn`` reached: a transaction id means
         something only to the server that gave it."""
@@ -89,20 +96,31 @@ class Writer:
         await self._drop()
 
     async def _connect(self) -> AsyncConnection:
-        try:
-            conn = await self._engine.connect()
+        for retry in (True, False):
             try:
-                self._server = str((await conn.execute(_SERVER)).scalar())
-                await conn.commit()
-            except BaseException:
-                await conn.close()
-                raise
-            return conn
-        except Exception as exc:
-            raise storage_error(self.where, exc, doing="cannot connect") from exc
+                conn = await self._engine.connect()
+                try:
+                    self._server = str((await conn.execute(_SERVER)).scalar())
+                    await conn.commit()
+                    self._driver = DriverQuery((await conn.get_raw_connection()).driver_connection)
+                except BaseException:
+                    with contextlib.suppress(Exception):
+                        await conn.invalidate()  # never back to the pool: it may be why
+                    await conn.close()
+                    raise
+                return conn
+            except Exception as exc:
+                if retry and (connection_lost(exc) or connection_unusable(exc)):
+                    # A pooled connection the server had dropped (the writer's own loss, met
+                    # on the driver's connection, was never SQLAlchemy's to see): SQLAlchemy
+                    # has now seen one, and replaces every connection pooled before it. (One
+                    # the driver would not use was invalidated above.)
+                    continue
+                raise storage_error(self.where, exc, doing="cannot connect") from exc
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def _drop(self) -> None:
-        conn, self._conn = self._conn, None
+        conn, self._conn, self._driver = self._conn, None, None
         if conn is not None:
             with contextlib.suppress(Exception):
                 await conn.invalidate()
@@ -176,9 +194,16 @@ class Writer:
                 if self._conn is None:
                     self._conn = await self._connect()
                 conn, server = self._conn, self._server
-                transaction = await conn.begin()
+                # A batch of plain writes goes on the driver's connection, past SQLAlchemy
+                # (which is told nothing: its connection is idle before and after).
+                driver = self._driver if plain(ops) else None
+                transaction: DriverQuery | AsyncTransaction = driver or await conn.begin()
                 try:
-                    outcomes = await apply_all(conn, ops, xid.append)
+                    if driver is not None:
+                        await driver.begin_locked()
+                        outcomes = await apply(driver, cast("list[DataOp]", ops), xid.append)
+                    else:
+                        outcomes = await apply_all(conn, ops, xid.append)
                     faults.crashpoint("write.before_commit", records)
                     committing = True
                     await transaction.commit()
@@ -199,7 +224,7 @@ class Writer:
                 await self._drop()
                 raise
             except Exception as exc:
-                lost = connection_lost(exc) or _read_only(exc)
+                lost = connection_lost(exc) or connection_unusable(exc) or _read_only(exc)
                 if lost:
                     await self._drop()
                 if lost and not xid and retry:
