@@ -89,6 +89,14 @@ class RunBounds(WriteAhead):
                 },
             )
         start = self.state.start or {}
+        started_by = start.get("agent")
+        if input is None and isinstance(started_by, str) and started_by != self.agent.name:
+            # Another agent's tools and model would replay this run's calls under its names.
+            raise ConfigError(
+                f"run {run_id!r} was started by agent {started_by!r}, not {self.agent.name!r}: "
+                f"only agent {started_by!r} drives it",
+                run_id=run_id,
+            )
         # Runs started before key schemes were journaled used scheme 1: keep their keys.
         self.key_scheme = int(start.get("key_scheme") or 1)
         if start.get("session") is not None and self.state.end is None:
