@@ -278,9 +278,9 @@ class Worker:
         started = time.monotonic()
         try:
             async with self._agent_for(run_id) as agent:
-                result = await RunDrive(
-                    agent, self.journal, run_id, holding=holding, yielding=self._yield
-                ).go(None, None)
+                drive = RunDrive(agent, self.journal, run_id, holding=holding, yielding=self._yield)
+                drive.any_agent = self.agent is None  # built from the run's own spec
+                result = await drive.go(None, None)
             self._report(run_id, result, time.monotonic() - started)
         except asyncio.CancelledError:
             log.warning("worker_drive_cancelled", worker=self.name, run_id=run_id)
