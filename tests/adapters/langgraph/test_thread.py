@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, MessagesState, StateGraph
 
 from adapters.langgraph import GraphAgent, ToolGuard, guard_run_id, thread_run_id
 from runtime import ConfigError, Journal, RunStatus, Worker
@@ -115,3 +117,30 @@ async def test_a_thread_run_is_named_by_its_thread(tmp_path: Path) -> None:
                 await agent.run("t-1", "hello", journal=journal)
         with pytest.raises(ConfigError, match="ToolGuard"):
             GraphAgent(lambda: None, guard=None)  # type: ignore[arg-type]
+
+
+async def test_a_graph_that_raises_fails_its_threads_run(tmp_path: Path) -> None:
+    """The graph's own failure (not a halt) ends the thread's run failed, with the error; so
+    does a graph without a checkpointer, which no later drive could continue."""
+
+    def broken(state: MessagesState) -> dict[str, Any]:
+        raise RuntimeError("the model node is broken")
+
+    def build(checkpointer: Any) -> Any:
+        graph = StateGraph(MessagesState)
+        graph.add_node("model", broken)
+        graph.add_edge(START, "model")
+        return graph.compile(checkpointer=checkpointer)
+
+    with ToolGuard(tmp_path / "bide.db") as guard:
+        async with Journal(tmp_path / "bide.db") as journal:
+            for n, (graph, why) in enumerate(
+                [
+                    (build(InMemorySaver()), "RuntimeError: the model node is broken"),
+                    (lambda: build(None), "has no checkpointer"),
+                ]
+            ):
+                agent = GraphAgent(graph, guard=guard)
+                result = await agent.run(thread_run_id(f"t-{n}"), "hi", journal=journal)
+                assert result.status is RunStatus.FAILED
+                assert why in str(result.error)
