@@ -86,6 +86,10 @@ async def test_a_halted_charge_resolved_from_the_cli_then_the_thread_is_driven_t
     assert listed.code == 0, listed.err
     status = {r["run_id"]: r["status"] for r in listed.json()["runs"]}
     assert status[run_id] == status[call_run] == "halted"
+    if driver == "worker":
+        shown = child("show", run_id, "--db", db, **env)
+        assert shown.code == 0, shown.err
+        assert "halted" in shown.out and call_run in shown.out, shown.out
     resolved = child(
         "resolve", call_run, "c_charge", "--succeeded", '"charged 500"',
         "--evidence", "provider ledger", "--by", "oncall", "--db", db, **env,
