@@ -73,8 +73,9 @@ class Worker:
 
     The agent for a run is ``agent`` if given, else the one ``open_agent`` builds from the
     spec the run journaled when it started (the CLI passes its spec loader). A fixed ``agent``
-    drives only the runs it started (by its name, as the runs index records it): another
-    agent's run is refused by the drive, reported once and left to its own. A run whose agent
+    claims only the runs it started (by its name, as the runs index records it), and reconciles
+    only theirs; a queued run of another agent, claimed through its queue, is refused by the
+    drive, reported once and left to its own. A run whose agent
     cannot be built, or whose drive fails with an error, is reported once and left alone by
     this worker. ``poll`` is how often the journal is asked for runs to claim when nothing
     woke the worker sooner: a drive of its own ending, a reconciler settling a halt, or, on a
@@ -246,7 +247,9 @@ class Worker:
             # Queued runs that never started, that their queues' limits would start now. Read
             # first, so that the runs claimable is read last, as fresh as it can be.
             queued = await store.candidates(limit=free + len(self.skipped))
-        found = await store.claimable(limit=free + len(self.skipped), host=this_host())
+        # A fixed agent claims only its own runs; one built per run from its spec, any.
+        mine = self.agent.name if self.agent is not None else None
+        found = await store.claimable(limit=free + len(self.skipped), host=this_host(), agent=mine)
         found += [(run_id, None) for run_id in queued]
         self._seen_claimable = any(
             run_id not in self.skipped

@@ -168,7 +168,10 @@ class _GraphTool:
     async def call(self, arguments: Any, context: ToolContext | None = None) -> Any:
         if context is None:
             raise ConfigError("the graph of a LangGraph thread runs only as its bide run")
-        thread = _thread_of(context.run_id)
+        try:
+            thread = _thread_of(context.run_id)
+        except ConfigError as exc:  # a run of this agent started under another id: it fails
+            raise ToolError(str(exc)) from exc
         try:
             return await asyncio.to_thread(self.agent.invoke, thread, str(arguments["input"]))
         except ToolHalted as exc:
