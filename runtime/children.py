@@ -27,6 +27,7 @@ from runtime.tools import Safety, ToolContext, ToolSpec
 from runtime.tree import spent_below
 
 if TYPE_CHECKING:
+    from runtime.drive import DrivenAgent
     from runtime.journal.journal import Journal
     from runtime.loop import RunDrive
 
@@ -63,7 +64,7 @@ def child_run_id(parent: str, call_id: str) -> str:
 
 
 async def run_as_child(
-    agent: Agent,
+    agent: DrivenAgent,
     run_id: str,
     input: str,
     *,
@@ -77,8 +78,7 @@ async def run_as_child(
     lists it among the parent's children and ``resolve`` points at the parent."""
     from runtime.loop import RunDrive
 
-    # Every maker of a child run passes a runtime.agent.Agent.
-    drive = RunDrive(agent, journal, run_id, wait=wait)  # type: ignore[arg-type]
+    drive = RunDrive(agent, journal, run_id, wait=wait)
     drive.parent = {"run_id": parent, "call_id": call_id}
     return await drive.go(input, None)
 
