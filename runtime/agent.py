@@ -289,10 +289,21 @@ class Agent(Generic[OutputT]):
         return stream(self, run_id, input, journal=journal, after=after, spec=spec, wait=wait)
 
     async def resume(
-        self, run_id: str, *, journal: Journal, wait: float | None = None
+        self,
+        run_id: str,
+        *,
+        journal: Journal,
+        wait: float | None = None,
+        override_agent: bool = False,
     ) -> RunResult[OutputT]:
-        """Drive an existing run again from its journal, with its recorded input."""
-        result = await RunDrive(self, journal, run_id, wait=wait).go(None, None)
+        """Drive an existing run again from its journal, with its recorded input.
+
+        A run another agent (by name) started is a ``ConfigError`` naming both, unless
+        ``override_agent``: a deliberate fix (a new budget, a fixed build), under which the
+        run's recorded calls keep the Safety they ran under."""
+        drive = RunDrive(self, journal, run_id, wait=wait)
+        drive.any_agent = override_agent
+        result = await drive.go(None, None)
         return cast("RunResult[OutputT]", result)
 
     async def submit(

@@ -36,6 +36,9 @@ class RunBounds(WriteAhead):
     prefix: Sequence[Message]
     parent: Mapping[str, str] | None = None
     """For a child run (``runtime.children``): its parent run and call, journaled at start."""
+    any_agent: bool = False
+    """Whether this drive may resume a run another agent (by name) started: an agent built
+    from the run's own journaled spec, or an operator's deliberate override."""
     outer: tuple[Outer, ...] = ()
     """For a child run: the usage limits of the runs above it, with what the rest of their
     trees spent (``runtime.limits``)."""
@@ -89,6 +92,20 @@ class RunBounds(WriteAhead):
                 },
             )
         start = self.state.start or {}
+        started_by = start.get("agent")
+        if (
+            input is None
+            and not self.any_agent
+            and isinstance(started_by, str)
+            and started_by != self.agent.name
+        ):
+            # Another agent's tools and model would replay this run's calls under its names.
+            raise ConfigError(
+                f"run {run_id!r} was started by agent {started_by!r}, not {self.agent.name!r}: "
+                f"only agent {started_by!r} drives it (an operator may override: python -m "
+                "runtime resume RUN_ID --agent MODULE:ATTR)",
+                run_id=run_id,
+            )
         # Runs started before key schemes were journaled used scheme 1: keep their keys.
         self.key_scheme = int(start.get("key_scheme") or 1)
         if start.get("session") is not None and self.state.end is None:

@@ -27,6 +27,8 @@ from runtime.tools import Safety, ToolContext, ToolSpec
 from runtime.tree import spent_below
 
 if TYPE_CHECKING:
+    from runtime.drive import DrivenAgent
+    from runtime.journal.journal import Journal
     from runtime.loop import RunDrive
 
 
@@ -40,7 +42,7 @@ class Agent(Protocol):
     def specs(self) -> tuple[ToolSpec, ...]: ...
 
 
-__all__ = ["ChildTool", "child_run_id"]
+__all__ = ["ChildTool", "child_run_id", "run_as_child"]
 
 log = get_logger(__name__)
 
@@ -59,6 +61,26 @@ def child_run_id(parent: str, call_id: str) -> str:
         return derived
     digest = hashlib.sha256(f"{len(parent)}:{parent}/{call_id}".encode()).hexdigest()[:32]
     return f"{parent[:200]}/~{digest}"
+
+
+async def run_as_child(
+    agent: DrivenAgent,
+    run_id: str,
+    input: str,
+    *,
+    journal: Journal,
+    parent: str,
+    call_id: str,
+    wait: float | None = None,
+) -> RunResult[Any]:
+    """``agent.run(run_id, input, ...)`` for a run that a call of another drives (an adapter's
+    guarded call, say): a new run's start names ``parent`` and ``call_id``, so that ``show``
+    lists it among the parent's children and ``resolve`` points at the parent."""
+    from runtime.loop import RunDrive
+
+    drive = RunDrive(agent, journal, run_id, wait=wait)
+    drive.parent = {"run_id": parent, "call_id": call_id}
+    return await drive.go(input, None)
 
 
 def _safety(agent: Agent) -> Safety:

@@ -305,10 +305,10 @@ class FailingStore:
         return found
 
     async def claimable(
-        self, *, limit: int = 10, host: str | None = None
+        self, *, limit: int = 10, host: str | None = None, agent: str | None = None
     ) -> list[tuple[str, Lease | None]]:
         found: list[tuple[str, Lease | None]] = await self._call(
-            "claimable", None, None, limit=limit, host=host
+            "claimable", None, None, limit=limit, host=host, agent=agent
         )
         return found
 

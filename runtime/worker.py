@@ -72,7 +72,10 @@ class Worker:
     """Drives every run that needs driving in ``journal``, ``concurrency`` at a time.
 
     The agent for a run is ``agent`` if given, else the one ``open_agent`` builds from the
-    spec the run journaled when it started (the CLI passes its spec loader). A run whose agent
+    spec the run journaled when it started (the CLI passes its spec loader). A fixed ``agent``
+    claims only the runs it started (by its name, as the runs index records it), and reconciles
+    only theirs; a queued run of another agent, claimed through its queue, is refused by the
+    drive, reported once and left to its own. A run whose agent
     cannot be built, or whose drive fails with an error, is reported once and left alone by
     this worker. ``poll`` is how often the journal is asked for runs to claim when nothing
     woke the worker sooner: a drive of its own ending, a reconciler settling a halt, or, on a
@@ -120,8 +123,8 @@ class Worker:
         self._wake = asyncio.Event()
         self._loop: asyncio.Task[None] | None = None
         self._seen_claimable = False
-        self._halted: list[str] | None = None
-        """The halted runs read last (``_halted_runs``), and when."""
+        self._halted: list[tuple[str, str | None]] | None = None
+        """The halted runs read last, with their agents (``_halted_runs``), and when."""
         self._scanned_at = 0.0
         self._failing: dict[str, str] = {}
         """Schedules whose slots could not be started, with why (said once while alike)."""
@@ -244,7 +247,9 @@ class Worker:
             # Queued runs that never started, that their queues' limits would start now. Read
             # first, so that the runs claimable is read last, as fresh as it can be.
             queued = await store.candidates(limit=free + len(self.skipped))
-        found = await store.claimable(limit=free + len(self.skipped), host=this_host())
+        # A fixed agent claims only its own runs; one built per run from its spec, any.
+        mine = self.agent.name if self.agent is not None else None
+        found = await store.claimable(limit=free + len(self.skipped), host=this_host(), agent=mine)
         found += [(run_id, None) for run_id in queued]
         self._seen_claimable = any(
             run_id not in self.skipped
@@ -276,9 +281,9 @@ class Worker:
         started = time.monotonic()
         try:
             async with self._agent_for(run_id) as agent:
-                result = await RunDrive(
-                    agent, self.journal, run_id, holding=holding, yielding=self._yield
-                ).go(None, None)
+                drive = RunDrive(agent, self.journal, run_id, holding=holding, yielding=self._yield)
+                drive.any_agent = self.agent is None  # built from the run's own spec
+                result = await drive.go(None, None)
             self._report(run_id, result, time.monotonic() - started)
         except asyncio.CancelledError:
             log.warning("worker_drive_cancelled", worker=self.name, run_id=run_id)
@@ -317,7 +322,12 @@ class Worker:
         True if one settled a call (its run is ready to drive)."""
         any_settled = False
         clock = await self.journal.store.clock_ms()
-        halted = await self._halted_runs()
+        halted = [
+            run_id
+            for run_id, agent in await self._halted_runs()
+            # A fixed agent's reconcilers judge only its own runs' calls (same name, other tool).
+            if self.agent is None or agent == self.agent.name
+        ]
         still = set(halted)
         for run_id in list(self._due):
             if run_id not in still:
@@ -368,19 +378,19 @@ class Worker:
                 self._due[run_id] = min(due_ms(state) or idle, idle)
         return any_settled
 
-    async def _halted_runs(self) -> list[str]:
-        """Every halted run of the journal, read a page at a time, at most every
-        ``RECONCILE_SCAN`` seconds (in between, the runs read last)."""
+    async def _halted_runs(self) -> list[tuple[str, str | None]]:
+        """Every halted run of the journal with its agent's name, read a page at a time, at
+        most every ``RECONCILE_SCAN`` seconds (in between, the runs read last)."""
         now = time.monotonic()
         if self._halted is not None and now - self._scanned_at < RECONCILE_SCAN:
             return self._halted
-        halted: list[str] = []
+        halted: list[tuple[str, str | None]] = []
         cursor: str | None = None
         while True:
             page = await self.journal.list_runs(
                 status="halted", limit=RECONCILE_PAGE, before=cursor
             )
-            halted += [row.run_id for row in page.runs]
+            halted += [(row.run_id, row.agent) for row in page.runs]
             cursor = page.next_cursor
             if cursor is None:
                 break

@@ -24,11 +24,11 @@ from langgraph.types import Command
 from adapters._calls import safeties
 from adapters.langgraph.calls import Runner, call_agent, call_input
 from runtime import Agent, Halt, Journal, RunStatus
-from runtime.children import child_run_id
+from runtime.children import child_run_id, run_as_child
 from runtime.errors import BideError, ConfigError, ProtocolError, ToolError
 from runtime.tools import Safety, ToolContext, validate_tool_name
 
-__all__ = ["ToolGuard", "ToolHalted", "guard_run_id"]
+__all__ = ["ToolGuard", "ToolHalted", "guard_run_id", "thread_run_id"]
 
 T = TypeVar("T")
 
@@ -52,9 +52,15 @@ class ToolHalted(BideError):
         self.halt = halt
 
 
+def thread_run_id(thread_id: str) -> str:
+    """The bide run of the LangGraph thread ``thread_id`` (``GraphAgent``); its guarded calls'
+    runs are its children."""
+    return f"langgraph:{thread_id}"
+
+
 def guard_run_id(thread_id: str, call_id: str) -> str:
     """The bide run of the call ``call_id`` of the LangGraph thread ``thread_id``."""
-    return child_run_id(f"langgraph:{thread_id}", call_id)
+    return child_run_id(thread_run_id(thread_id), call_id)
 
 
 class ToolGuard:
@@ -183,8 +189,15 @@ class ToolGuard:
         # the same call: either's runner serves, and the lease lets one of them drive.
         self._runners[run_id] = run
         try:
-            result = await agent.run(
-                run_id, call_input(call_id, name, call["args"]), journal=journal, wait=WAIT
+            # Its start names the thread's run as its parent: `show` and `resolve` point there.
+            result = await run_as_child(
+                agent,
+                run_id,
+                call_input(call_id, name, call["args"]),
+                journal=journal,
+                parent=thread_run_id(thread),
+                call_id=call_id,
+                wait=WAIT,
             )
         finally:
             if self._runners.get(run_id) is run:
@@ -206,6 +219,20 @@ class ToolGuard:
             return "value", payload.get("value")
         error = payload.get("error")
         return "error", error.get("message") if isinstance(error, dict) else str(error)
+
+    async def halted_calls(self, thread_id: str) -> list[str]:
+        """The runs of the thread's guarded calls that are halted now."""
+        return await asyncio.wrap_future(self._submit(self._halted(thread_id)))
+
+    async def _halted(self, thread_id: str) -> list[str]:
+        journal = await asyncio.wrap_future(self._opened)
+        prefix, cursor, halted = thread_run_id(thread_id) + "/", None, []
+        while True:
+            page = await journal.list_runs(status="halted", prefix=prefix, before=cursor)
+            halted += [row.run_id for row in page.runs]
+            cursor = page.next_cursor
+            if cursor is None:
+                return halted
 
     def _agent(self, name: str) -> Agent[Any]:
         safety = self.safety.get(name, Safety.SIDE_EFFECT)

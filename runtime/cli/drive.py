@@ -218,7 +218,8 @@ async def _resume(inv: Invocation) -> int:
                 inv.log.warning(
                     "agent_overridden", run_id=run_id, started_by=started_by, agent=agent.name
                 )
-            drive = agent.resume(run_id, journal=journal, wait=inv.args.wait)
+            # The run's own spec, or the operator's --agent (warned above): either drives it.
+            drive = agent.resume(run_id, journal=journal, wait=inv.args.wait, override_agent=True)
             return await _drive(inv, run_id, spec, drive)
 
 

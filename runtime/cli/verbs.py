@@ -12,6 +12,7 @@ from runtime.journal import Resolution
 from runtime.jsontext import TooDeep, parse_json
 from runtime.stops import halted_on
 from runtime.terminal import printable
+from runtime.tree import Kin, family
 
 __all__ = ["COMMANDS"]
 
@@ -78,14 +79,31 @@ async def _resolve(inv: Invocation) -> int:
             evidence=args.evidence,
             force=args.force,
         )
+        parent = (await family(journal, args.run_id)).parent
     outcome = RESOLVED[resolution.outcome]
     which = f" attempt {args.attempt}" if args.attempt is not None else ""
     if recorded:
         inv.out(f"resolved call {args.call_id}{which} of run {args.run_id}: {outcome}")
     else:
         inv.out(f"call {args.call_id}{which} of run {args.run_id} was already resolved {outcome}")
-    inv.out(f"continue the run: {inv.command('resume', args.run_id)}")
+    inv.out(printable(_next_step(inv, args.run_id, parent)))
     return 0
+
+
+def _next_step(inv: Invocation, run_id: str, parent: Kin | None) -> str:
+    """What continues a resolved call's run: the run, or the parent run that drives it on (a
+    child run's, a guarded LangGraph call's)."""
+    if parent is None:
+        return f"continue the run: {inv.command('resume', run_id)}"
+    if parent.status == "missing":  # a LangGraph thread invoked by its own code, say
+        return (
+            f"continue what drives it, {parent.run_id} (not a run of this journal; for a "
+            "LangGraph thread: invoke its graph again)"
+        )
+    return (
+        f"continue its parent run, which drives it on: {inv.command('resume', parent.run_id)} "
+        "(or let a worker)"
+    )
 
 
 def _resolution(args: argparse.Namespace) -> Resolution:
@@ -152,7 +170,7 @@ COMMANDS = (
             "call has moved on from, or a call that is not halted, is refused (exit 2), naming\n"
             "the call's current attempt. A call still in flight (the process that attempted it\n"
             "holds a live lease: it is running now) is refused (exit 6) unless --force.\n"
-            "Then `resume` continues the run."
+            "Then `resume` continues the run (its parent run, for a child run)."
         ),
         example=(
             '  {prog} resolve inv-7 c3 --succeeded \'{{"charge_id": "ch_1"}}\' '

@@ -225,7 +225,7 @@ class MemoryStore(JudgedLeases, QueueFront, StoreFront):
         return now_ms()
 
     async def claimable(
-        self, *, limit: int = 10, host: str | None = None
+        self, *, limit: int = 10, host: str | None = None, agent: str | None = None
     ) -> list[tuple[str, Lease | None]]:
         now = now_ms()
 
@@ -241,7 +241,7 @@ class MemoryStore(JudgedLeases, QueueFront, StoreFront):
             unstarted = {row[0] for row in self._queue_db.execute(query)}
         found = []
         for row in sorted(self._rows.values(), key=order):
-            if row.run_id in unstarted:
+            if row.run_id in unstarted or (agent is not None and row.agent != agent):
                 continue
             if row.status in WAIT_STATUSES:
                 if not self._woken(row.run_id, now):

@@ -80,7 +80,8 @@ class Store(Protocol):
       and a lease that is absent, released or expired, or, given ``host``, held by an owner
       on that host (the caller checks that owner is gone before taking it over); least
       recently updated first. A queued run that never started is not listed: it is claimed
-      through its queue (``runtime.store.queues``).
+      through its queue (``runtime.store.queues``). Given ``agent``, only the runs whose index
+      row names that agent (the one that started them) are listed.
     """
 
     @property
@@ -131,7 +132,7 @@ class Store(Protocol):
     async def lease(self, run_id: str) -> Lease | None: ...
 
     async def claimable(
-        self, *, limit: int = 10, host: str | None = None
+        self, *, limit: int = 10, host: str | None = None, agent: str | None = None
     ) -> list[tuple[str, Lease | None]]: ...
 
     async def clock_ms(self) -> int:

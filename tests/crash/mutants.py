@@ -172,11 +172,12 @@ def _skip_lease_check() -> None:
         return lease
 
     async def claimable(
-        self: SQLiteStore, *, limit: int = 10, host: str | None = None
+        self: SQLiteStore, *, limit: int = 10, host: str | None = None, agent: str | None = None
     ) -> list[tuple[str, Lease | None]]:
         found: list[tuple[str, Lease | None]] = []
         for status in ("submitted", "running"):
-            found += [(r.run_id, None) for r in (await self.list_runs(status=status)).runs]
+            runs = (await self.list_runs(status=status)).runs
+            found += [(r.run_id, None) for r in runs if agent is None or r.agent == agent]
         return found[:limit]
 
     async def append(self: SQLiteStore, *args: Any, epoch: int | None = None, **kw: Any) -> Any:

@@ -173,6 +173,17 @@ async def test_claimable_lists_runs_to_drive_that_no_live_owner_holds(store: Sto
     assert len(await store.claimable(limit=2)) == 2
 
 
+async def test_claimable_given_an_agent_lists_only_the_runs_that_agent_started(
+    store: Store,
+) -> None:
+    await store.create_run("billing-1", agent="billing")
+    await store.create_run("refund-1", agent="refunds")
+    await store.create_run("nameless")
+    assert set(dict(await store.claimable(limit=100))) == {"billing-1", "refund-1", "nameless"}
+    assert set(dict(await store.claimable(limit=100, agent="billing"))) == {"billing-1"}
+    assert await store.claimable(limit=100, agent="nobody") == []
+
+
 def test_an_owner_is_gone_once_its_process_is() -> None:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     start = process_start(child.pid)

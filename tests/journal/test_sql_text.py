@@ -115,6 +115,8 @@ def _claimable() -> sa.Select[Any]:
             ~sa.exists().where(
                 schema.queue_runs.c.run_id == _u.c.run_id, schema.queue_runs.c.started_ms.is_(None)
             ),
+            # A worker with an agent claims only the runs that agent started.
+            sa.or_(sa.bindparam("agent").is_(None), _u.c.agent == sa.bindparam("agent2")),
         )
         .order_by(
             sa.case(

@@ -329,3 +329,29 @@ async def test_a_second_worker_of_this_host_claims_the_runs_the_first_has_no_roo
 
                 await until("every run completed", all_done)
         assert sorted(a.finished) == run_ids[:3] and sorted(b.finished) == run_ids[3:]
+
+
+async def test_a_worker_with_an_agent_drives_only_that_agents_runs(db_path: Path) -> None:
+    """A run of another agent (the runs index records which) is not claimed: its tools are not
+    called under this agent's, and this agent's reconcilers do not settle its halted calls.
+    ``resume`` by the wrong agent is a ConfigError naming both."""
+    theirs: list[str] = []
+    lost = LostCharges()
+    mine = Agent(model=ScriptedModel(ANSWER), tools=[lost.charge], name="billing")
+    lost.back = True  # my reconciler would settle any halted charge it is asked about
+    other = Agent(model=ScriptedModel(ANSWER), tools=[charging(theirs).tools["charge"]])
+    halting = Agent(model=ScriptedModel(ANSWER), tools=[LostCharges().charge], name="refunds")
+    async with Journal(db_path) as journal:
+        await other.submit("theirs", "go", journal=journal)
+        assert (await halting.run("halted", "go", journal=journal)).status is RunStatus.HALTED
+        await asyncio.sleep(1.1)  # the halted run's in-drive try is due again
+        async with Worker(journal, agent=mine, poll=0.05) as worker:
+            await asyncio.sleep(2.5)  # claim passes, and a reconcile pass (every 2 s)
+        assert (worker.claimed, worker.skipped, worker.finished) == (0, {}, {})
+        assert await journal.status("theirs") == "submitted"
+        assert await journal.status("halted") == "halted"
+        assert (await journal.require("halted")).calls["c1"].result is None  # not settled
+        with pytest.raises(ConfigError, match="started by agent 'refunds', not 'billing'"):
+            await mine.resume("halted", journal=journal)
+        assert (await other.resume("theirs", journal=journal)).status is RunStatus.COMPLETED
+    assert theirs == ["x"]

@@ -96,6 +96,8 @@ CLAIMABLE = sa.text(
     "AND (l.run_id IS NULL OR l.released "
     f"OR l.expires_ms <= {NOW_MS} OR l.host = CAST(:host AS text)) AND {unstarted('u')} "
     # A queued run that never started is claimed through its queue (store.queues).
+    "AND (CAST(:agent AS text) IS NULL OR u.agent = CAST(:agent AS text)) "
+    # A worker with an agent claims only the runs that agent started.
     # Orphans first (a lease nobody released whose time ran out: its drive died), so a backlog
     # of runs never driven does not delay a takeover; then runs nobody holds; then the live
     # leases of this host, of which only a gone process's may be taken: a worker that found

@@ -228,7 +228,7 @@ class PostgresStore(QueueFront, StoreFront):
         return await self.clock_ms()
 
     async def claimable(
-        self, *, limit: int = 10, host: str | None = None
+        self, *, limit: int = 10, host: str | None = None, agent: str | None = None
     ) -> list[tuple[str, Lease | None]]:
         """Runs a worker may drive (``Store.claimable``): orphans first, then runs nobody holds,
         then the live leases of this host; least recently updated first within each."""
@@ -236,7 +236,8 @@ class PostgresStore(QueueFront, StoreFront):
             raise ConfigError("limit must be at least 1")
 
         async def go(conn: AsyncConnection) -> list[Any]:
-            return list(await conn.execute(L.CLAIMABLE, {"limit": limit, "host": host}))
+            values = {"limit": limit, "host": host, "agent": agent}
+            return list(await conn.execute(L.CLAIMABLE, values))
 
         rows = await self._run(go)
         return [(row[0], L.lease_of(row[0], row[1:])) for row in rows]

@@ -100,6 +100,8 @@ CLAIMABLE = Query(
     "LIKE ?) AND NOT (EXISTS (SELECT * \nFROM bide_queue_runs \nWHERE "
     "bide_queue_runs.run_id = bide_runs.run_id AND bide_queue_runs.started_ms IS NULL)) "
     # A queued run that never started is claimed through its queue (store.queues).
+    "AND (? IS NULL OR bide_runs.agent = ?) "
+    # A worker with an agent claims only the runs that agent started.
     "ORDER BY CASE WHEN (bide_leases.released IS 0 AND "
     "(bide_leases.expires_ms <= ? OR bide_leases.owner NOT LIKE ?)) THEN ? WHEN "
     "(bide_leases.run_id IS NULL OR bide_leases.released IS 1) THEN ? ELSE ? END, "
@@ -120,6 +122,8 @@ CLAIMABLE = Query(
         "now",
         "host",
         "boot",
+        "agent",
+        "agent2",
         "now2",
         "boot2",
         "param_1",
@@ -151,7 +155,8 @@ CLAIMABLE = Query(
 journal's clock ``due_now``, or due on another boot's clock than ``clock``, or a record that may
 wake it committed after it stopped: ``decide.WAIT_STATUSES``); and unleased, released, expired,
 timed on another boot's clock (``boot`` is the LIKE pattern of this boot's owners), or held by
-a drive on this host (whose liveness the caller checks). Orphans first (a lease nobody released
+a drive on this host (whose liveness the caller checks); given ``agent``, only the runs that
+agent (by name) started. Orphans first (a lease nobody released
 whose time ran out, or of another boot: its drive died), then runs nobody holds, then the live
 leases of this host, which only a gone process's may be taken: a worker that finds those first
 would find nothing else to claim. Then least recently updated."""

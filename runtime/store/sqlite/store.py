@@ -135,7 +135,7 @@ class SQLiteStore(JudgedLeases, QueueFront, StoreFront):
         return await self._readers.run(_fetchall_named, sql, params)
 
     async def claimable(
-        self, *, limit: int = 10, host: str | None = None
+        self, *, limit: int = 10, host: str | None = None, agent: str | None = None
     ) -> list[tuple[str, Lease | None]]:
         """Runs a worker may claim (see ``Store``): orphans first, then runs nobody holds, then
         the live leases of this host; least recently updated first within each."""
@@ -149,6 +149,8 @@ class SQLiteStore(JudgedLeases, QueueFront, StoreFront):
             host=host,
             boot=boot,
             boot2=boot,
+            agent=agent,
+            agent2=agent,
             limit=limit,
         )
         rows = await self._readers.run(_fetchall, CLAIMABLE.sql, params)

@@ -126,6 +126,9 @@ def test_a_lost_reply_halts_across_replays_until_the_cli_resolves_it(
             "--by", "oncall", "--db", db,
         )  # fmt: skip
         assert resolved.code == 0, resolved.err
+        # The call's run is a child of the thread's, which is no run here: the graph goes on.
+        assert "langgraph:t-1 (not a run of this journal" in resolved.out, resolved.out
+        assert "invoke its graph again" in resolved.out
         out = app.invoke(None, CFG)
     messages: list[BaseMessage] = out["messages"]
     charged = [m for m in messages if isinstance(m, ToolMessage) and m.name == "charge"]
