@@ -44,6 +44,11 @@ def _agent(script: list[dict[str, Any]], **kw: Any) -> Agent:
 # --- the forms a spec may name -----------------------------------------------------------------
 
 agent = _agent(LOOKUP_THEN_ANSWER, name="plain")
+misfit = _agent(
+    [{"tool_calls": [{"id": "c1", "name": "lookup", "arguments": {"customer": 5}}]}, ANSWER],
+    name="misfit",
+)
+"""Its model calls ``lookup`` with arguments its schema refuses."""
 
 
 def sync_factory() -> Agent:
