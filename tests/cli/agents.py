@@ -281,3 +281,30 @@ receiving = Agent(
     tools=[wait_for_payment],
     name="receiving",
 )
+
+
+# --- the worker command's collector ------------------------------------------------------------
+
+COLLECTOR_SEEN: list[tuple[int, int]] = []
+"""(youngest generation's threshold, objects frozen) as ``collector``'s tool saw them."""
+
+
+@tool(safety=Safety.READ_ONLY)
+async def look_at_collector() -> str:
+    """Note how the process's cyclic collector is set while a drive runs."""
+    import gc
+
+    COLLECTOR_SEEN.append((gc.get_threshold()[0], gc.get_freeze_count()))
+    return "seen"
+
+
+collector = Agent(
+    model=ScriptedModel(
+        [
+            {"tool_calls": [{"id": "c1", "name": "look_at_collector", "arguments": {}}]},
+            ANSWER,
+        ]
+    ),
+    tools=[look_at_collector],
+    name="collector",
+)
