@@ -354,19 +354,21 @@ class Agent(Generic[OutputT]):
 
     def validate_arguments(self, tool: str, arguments: Any) -> str | None:
         """Why ``arguments`` do not fit the tool's input schema, or ``None`` if they do."""
-        import jsonschema
-
         if not isinstance(arguments, Mapping):
             return f"arguments must be a JSON object, not {type(arguments).__name__}"
-        validator = self._validators.get(tool)
-        if validator is None:
-            spec = self.tools[tool].spec
-            validator = self._validators[tool] = _validator(spec.name, spec.input_schema)
         if tool not in self._accepts:
             self._accepts[tool] = flat_check(self.tools[tool].spec.input_schema)
         accepts = self._accepts[tool]
         if accepts is not None and accepts(arguments):
-            return None  # what jsonschema would say, without walking it (argcheck.py)
+            # What jsonschema would say, without walking it, nor building (or importing) it
+            # for a schema the flat check reads, which is valid JSON Schema (argcheck.py).
+            return None
+        import jsonschema
+
+        validator = self._validators.get(tool)
+        if validator is None:
+            spec = self.tools[tool].spec
+            validator = self._validators[tool] = _validator(spec.name, spec.input_schema)
         error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
         if error is None:
             return None

@@ -4,7 +4,9 @@ named scalar properties, as ``@tool`` makes for a function of plain parameters.
 jsonschema walks a schema in Python on every call (~20 us for one integer argument), a large
 part of a step's own cost. ``flat_check`` reads such a schema once and returns a check that says
 *valid* only where jsonschema (Draft 2020-12) would, and *don't know* otherwise; the caller then
-asks jsonschema, which also words the error. Any keyword it does not list makes it return None.
+asks jsonschema, which also words the error. Any keyword it does not list makes it return None,
+and so does anything the meta-schema would refuse: a schema it reads is valid JSON Schema, and a
+caller whose arguments it accepts need neither import jsonschema nor check the schema.
 """
 
 from __future__ import annotations
@@ -41,13 +43,17 @@ def flat_check(schema: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], bool]
     closed = schema.get("additionalProperties", True)
     if not isinstance(properties, Mapping) or not isinstance(required, list):
         return None
-    if closed not in (True, False) or not all(isinstance(k, str) for k in required):
+    if closed is not True and closed is not False:
+        return None
+    if not all(isinstance(k, str) for k in required) or len(set(required)) != len(required):
+        return None
+    if not _annotations_valid(schema):
         return None
     checks: dict[str, Callable[[Any], bool]] = {}
     for name, prop in properties.items():
         if not isinstance(name, str) or not isinstance(prop, Mapping):
             return None
-        if not _PROPERTY.issuperset(prop):
+        if not _PROPERTY.issuperset(prop) or not _annotations_valid(prop):
             return None
         kind = prop.get("type")
         if kind is None:
@@ -73,3 +79,9 @@ def flat_check(schema: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], bool]
         return True
 
     return accepts
+
+
+def _annotations_valid(schema: Mapping[str, Any]) -> bool:
+    """Whether the annotations are what the meta-schema allows (a ``default`` may be anything):
+    every schema this module reads is then valid JSON Schema, and nobody need check it."""
+    return all(isinstance(schema.get(k, ""), str) for k in ("title", "description"))

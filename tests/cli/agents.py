@@ -44,6 +44,11 @@ def _agent(script: list[dict[str, Any]], **kw: Any) -> Agent:
 # --- the forms a spec may name -----------------------------------------------------------------
 
 agent = _agent(LOOKUP_THEN_ANSWER, name="plain")
+misfit = _agent(
+    [{"tool_calls": [{"id": "c1", "name": "lookup", "arguments": {"customer": 5}}]}, ANSWER],
+    name="misfit",
+)
+"""Its model calls ``lookup`` with arguments its schema refuses."""
 
 
 def sync_factory() -> Agent:
@@ -275,4 +280,31 @@ receiving = Agent(
     ),
     tools=[wait_for_payment],
     name="receiving",
+)
+
+
+# --- the worker command's collector ------------------------------------------------------------
+
+COLLECTOR_SEEN: list[tuple[int, int]] = []
+"""(youngest generation's threshold, objects frozen) as ``collector``'s tool saw them."""
+
+
+@tool(safety=Safety.READ_ONLY)
+async def look_at_collector() -> str:
+    """Note how the process's cyclic collector is set while a drive runs."""
+    import gc
+
+    COLLECTOR_SEEN.append((gc.get_threshold()[0], gc.get_freeze_count()))
+    return "seen"
+
+
+collector = Agent(
+    model=ScriptedModel(
+        [
+            {"tool_calls": [{"id": "c1", "name": "look_at_collector", "arguments": {}}]},
+            ANSWER,
+        ]
+    ),
+    tools=[look_at_collector],
+    name="collector",
 )

@@ -66,12 +66,20 @@ def test_reading_runs_imports_none_of_the_optional_packages(finished: str, argv:
 
 
 def test_the_probe_sees_what_a_command_that_needs_them_imports(tmp_path: Path) -> None:
-    """Creating a journal migrates it (SQLAlchemy, Alembic); a run calls its tool (pydantic)
-    and checks the call's arguments (jsonschema)."""
+    """Creating a journal migrates it (SQLAlchemy, Alembic); a run calls its tool (pydantic).
+    Arguments that fit the tool's flat schema are accepted without jsonschema."""
     db = str(tmp_path / "new.db")
     code, loaded, _ = imported("--db", db, "run", "--agent", "tests.cli.agents:agent", "go")
     assert code == 0
-    assert {"alembic", "jsonschema", "pydantic", "sqlalchemy"} <= set(loaded)
+    assert {"alembic", "pydantic", "sqlalchemy"} <= set(loaded)
+    assert "jsonschema" not in loaded
+
+
+def test_arguments_the_schema_refuses_are_worded_by_jsonschema(tmp_path: Path) -> None:
+    db = str(tmp_path / "new.db")
+    code, loaded, out = imported("--db", db, "run", "--agent", "tests.cli.agents:misfit", "go")
+    assert (code, out) == (0, "all done\n")
+    assert "jsonschema" in loaded
 
 
 def test_importing_runtime_imports_none_of_them() -> None:

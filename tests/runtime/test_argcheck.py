@@ -70,7 +70,19 @@ def test_valid_only_where_jsonschema_says_so(schema: dict[str, Any], value: Any)
         {"type": "array"},
         {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object"},
         {"type": "object", "required": "a"},
+        # What the meta-schema refuses: jsonschema, not the flat check, says so.
+        {"type": "object", "additionalProperties": 1},
+        {"type": "object", "required": ["a", "a"]},
+        {"type": "object", "title": 5},
+        {"type": "object", "properties": {"a": {"type": "string", "description": None}}},
     ],
 )
 def test_other_schemas_are_left_to_jsonschema(schema: dict[str, Any]) -> None:
     assert flat_check(schema) is None
+
+
+@pytest.mark.parametrize("schema", [FLAT, OPEN, {}, {"type": "object"}], ids=str)
+def test_a_schema_the_check_reads_is_valid_json_schema(schema: dict[str, Any]) -> None:
+    """So the agent need not check it before accepting arguments by it."""
+    assert flat_check(schema) is not None
+    jsonschema.Draft202012Validator.check_schema(schema)
