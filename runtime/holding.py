@@ -28,7 +28,8 @@ class Holding:
 
     ``acquire`` takes over at once a lease whose owner is a gone process of this host (a
     ``resume`` right after a crash need not wait for the TTL), and otherwise raises
-    ``RunBusy``, or waits up to ``wait`` seconds for the lease to be released or to expire.
+    ``RunBusy``, or waits up to ``wait`` seconds for the lease to be released or to expire
+    (logged once, ``lease_wait``, naming the holder).
     """
 
     __slots__ = ("deadline", "lease", "lost", "owner", "released", "renewer", "run_id")
@@ -62,6 +63,7 @@ class Holding:
         if claim and isinstance(store, Queues):
             take = store.claim
         deadline = None if wait is None else time.monotonic() + wait
+        said = False
         while True:
             asked = time.monotonic()
             try:
@@ -80,6 +82,14 @@ class Holding:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is None or remaining <= 0:
                     raise
+                if not said:  # once: a wait for a live holder is never a silent stall
+                    said = True
+                    log.info(
+                        "lease_wait",
+                        run_id=self.run_id,
+                        holder=held.owner.describe(),
+                        wait_s=round(remaining, 3),
+                    )
                 renew = self.renewer.renew
                 await asyncio.sleep(min(remaining, max(0.05, min(1.0, renew))))
         self.lease = lease

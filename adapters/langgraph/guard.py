@@ -26,9 +26,12 @@ from adapters.langgraph.calls import Runner, call_agent, call_input
 from runtime import Agent, Halt, Journal, RunStatus
 from runtime.children import child_run_id, run_as_child
 from runtime.errors import BideError, ConfigError, ProtocolError, ToolError
+from runtime.logs import get_logger
 from runtime.tools import Safety, ToolContext, validate_tool_name
 
 __all__ = ["ToolGuard", "ToolHalted", "guard_run_id", "thread_run_id"]
+
+log = get_logger(__name__)
 
 T = TypeVar("T")
 
@@ -83,12 +86,27 @@ class ToolGuard:
         self._runners: dict[str, Runner] = {}
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
-            target=self._loop.run_forever, name="bide-langgraph-guard", daemon=True
+            target=self._serve, name="bide-langgraph-guard", daemon=True
         )
         self._thread.start()
         self._journal: Journal | None = None
         self._opened = self._submit(self._open())
         self._closed = False
+
+    def _serve(self) -> None:
+        """The guard's thread: its event loop, until ``close()`` stops it.
+
+        A ``SystemExit`` or ``KeyboardInterrupt`` raised in a guarded call (a tool that calls
+        ``sys.exit()``) ends its task and then ``run_forever`` itself. The loop is run again:
+        the call's caller gets that exception from the task, in its own thread, as it would
+        without the guard, and later calls are served. Left stopped, the thread would end
+        without a word and every caller would wait for it forever."""
+        while True:
+            try:
+                self._loop.run_forever()
+                return
+            except BaseException as exc:
+                log.warning("langgraph_guard_call_raised", error=f"{type(exc).__name__}({exc})")
 
     async def _open(self) -> Journal:
         journal = Journal(self.db)

@@ -23,7 +23,7 @@ from typing import Any
 
 import adapter_langgraph_graph as plain
 import workload as W
-from bide_chaos_common import db, pg, reconcile, run_status
+from bide_chaos_common import db, pg, reconcile, run_status, watch
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -90,6 +90,7 @@ def guard_statuses(workdir: str, run_id: str) -> dict[str, Any]:
 
 
 def attempt(workdir: str, run_id: str, attempt_no: int) -> str:
+    watch()
     plain._CTX.update(workdir=workdir, run_id=run_id)
     conn = sqlite3.connect(plain._db(workdir), check_same_thread=False)
     try:

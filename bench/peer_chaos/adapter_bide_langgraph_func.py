@@ -16,7 +16,7 @@ from typing import Any
 import adapter_bide_langgraph as graph_adapter
 import adapter_langgraph_func as plain
 import workload as W
-from bide_chaos_common import db
+from bide_chaos_common import db, watch
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.func import entrypoint, task
@@ -55,6 +55,7 @@ def _agent(guard: ToolGuard, saver: SqliteSaver) -> Any:
 
 
 def attempt(workdir: str, run_id: str, attempt_no: int) -> str:
+    watch()
     plain._CTX.update(workdir=workdir, run_id=run_id)
     conn = sqlite3.connect(plain._db(workdir), check_same_thread=False)
     try:

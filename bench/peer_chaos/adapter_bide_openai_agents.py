@@ -22,7 +22,7 @@ from agents.items import ModelResponse
 from agents.models.interface import Model
 from agents.testing import assistant_message, function_call
 from agents.usage import Usage
-from bide_chaos_common import CTX, charge_recorded, drive, store_summary
+from bide_chaos_common import CTX, charge_recorded, drive, store_summary, watch
 
 from adapters.openai_agents import DurableSDKAgent, call_context
 from runtime import Safety
@@ -97,6 +97,7 @@ durable = DurableSDKAgent(agent, tools={"lookup": Safety.READ_ONLY})
 
 
 def attempt(workdir: str, run_id: str, attempt_no: int) -> str:
+    watch()
     CTX.update(workdir=workdir, run_id=run_id)
     result = asyncio.run(drive(durable, workdir, run_id, INPUT))
     output = str(result.output or "")

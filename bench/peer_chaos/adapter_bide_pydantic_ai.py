@@ -24,7 +24,7 @@ import time
 from importlib.metadata import version as _pkg_version
 
 import workload as W
-from bide_chaos_common import CTX, charge_recorded, drive, pg, store_summary
+from bide_chaos_common import CTX, charge_recorded, drive, pg, store_summary, watch
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
     ModelMessage,
@@ -101,6 +101,7 @@ durable = DurableAgent(agent, tools={"lookup": Safety.READ_ONLY})
 
 
 def attempt(workdir: str, run_id: str, attempt_no: int) -> str:
+    watch()
     CTX.update(workdir=workdir, run_id=run_id)
     result = asyncio.run(drive(durable, workdir, run_id, INPUT))
     output = str(durable.typed_output(result) or "")

@@ -1,11 +1,13 @@
 """What the bide adapters of the peer chaos harness share: where the journal is, the ledger
-reconciler, one attempt of a bide-driven run (``drive``), and the harness's reads of the journal
-(a fresh connection, SQLite or PostgreSQL)."""
+reconciler, one attempt of a bide-driven run (``drive``), the harness's reads of the journal
+(a fresh connection, SQLite or PostgreSQL), and the stack dump of an attempt that stalls
+(``watch``)."""
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import faulthandler
 import os
 import sqlite3
 from typing import Any
@@ -17,6 +19,27 @@ from runtime.tools import idempotency_key_for
 
 CTX: dict[str, str] = {}
 """The schedule's work dir and run id, for the model's ``after_charge_recorded`` check."""
+
+
+STACKS = "BIDE_CHAOS_STACKS"
+"""Seconds after which an attempt still running writes every thread's stack to its log."""
+
+
+def watch() -> None:
+    """The first thing an attempt does: with ``$BIDE_CHAOS_STACKS`` set (seconds), an attempt
+    still running that long writes every thread's stack to its log (its stderr, the harness's
+    ``attempt<n>.log``), and again each time as long again passes, until the harness kills it
+    at its own limit (60 s). A stall then says where it waits."""
+    seconds = os.environ.get(STACKS)
+    if not seconds:
+        return
+    try:
+        after = float(seconds)
+    except ValueError:
+        after = 0.0
+    if not after > 0:
+        raise ValueError(f"${STACKS} must be a number of seconds above 0, not {seconds!r}")
+    faulthandler.dump_traceback_later(after, repeat=True)
 
 
 def pg() -> str | None:
@@ -73,6 +96,10 @@ async def drive(durable: Any, workdir: str, run_id: str, input: str) -> RunResul
         return result
 
 
+READ_TIMEOUT = 10.0
+"""Seconds a read of the journal by the harness (or the model's recorded check) may take."""
+
+
 def _rows(workdir: str, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
     url = pg()
     if url is None:
@@ -88,15 +115,22 @@ def _rows(workdir: str, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]
         numbered = sql
         for i in range(len(args)):
             numbered = numbered.replace("?", f"${i + 1}", 1)
-        conn = await asyncpg.connect(url.replace("postgresql+asyncpg://", "postgresql://"))
+        conn = await asyncpg.connect(
+            url.replace("postgresql+asyncpg://", "postgresql://"), timeout=READ_TIMEOUT
+        )
         try:
-            return [tuple(r) for r in await conn.fetch(numbered, *args)]
+            return [tuple(r) for r in await conn.fetch(numbered, *args, timeout=READ_TIMEOUT)]
         finally:
             await conn.close()
 
     # Called from inside the drive's event loop (the model function): query from another one.
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, query()).result(timeout=30)
+    # Bounded: a pool's ``with`` would wait for the query past the timeout, and asyncpg's own
+    # connect timeout is a minute.
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    try:
+        return pool.submit(asyncio.run, query()).result(timeout=READ_TIMEOUT)
+    finally:
+        pool.shutdown(wait=False)
 
 
 def charge_recorded(workdir: str, run_id: str) -> bool:

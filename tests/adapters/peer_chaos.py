@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -41,19 +42,42 @@ def run_harness(
     for module in ADAPTERS.glob("*.py"):
         shutil.copy(module, copy / module.name)
     out = where / "report.json"
-    env = child_env()
+    env = child_env(BIDE_CHAOS_STACKS=str(STALL_S))
     env.pop("BIDE_CHAOS_DB", None)
     if db is not None:
         env["BIDE_CHAOS_DB"] = db
-    argv = [sys.executable, "harness.py", adapter, "--family", family]
+    argv = [sys.executable, "harness.py", adapter, "--family", family, "--keep"]
     argv += ["--seeds", str(seeds), "--seed-base", str(seed_base), "--out", str(out)]
     argv += ["--clean-samples", "1" if seeds < 25 else "5"]
     done = subprocess.run(
         argv, cwd=copy, env=env, capture_output=True, text=True, timeout=60 + 30 * seeds
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    stalled = stalls(copy / "work")
+    assert not stalled, f"attempts ran past {STALL_S} s:\n" + "\n".join(stalled)[-8000:]
     report: dict[str, Any] = json.loads(out.read_text())
     return report
+
+
+STALL_S = 20
+"""Seconds past which an attempt has stalled (a clean one takes about a second): it writes every
+thread's stack to its log (``$BIDE_CHAOS_STACKS``), and the run fails showing them, even where
+the harness let it pass (an attempt its 60 s limit killed that the next attempt made good)."""
+
+
+_DUMP = re.compile(r"^Timeout \(\d+:\d\d:\d\d(\.\d+)?\)!$", re.MULTILINE)
+"""The line ``faulthandler`` writes before a stack dump it was asked for after a time."""
+
+
+def stalls(work: Path) -> list[str]:
+    """Every attempt log under ``work`` that holds a stack dump: its path, then the dump."""
+    found = []
+    for log in sorted(work.glob("*/*/attempt*.log")):
+        text = log.read_text(errors="replace")
+        dump = _DUMP.search(text)
+        if dump is not None:
+            found.append(f"{log.relative_to(work)}:\n{text[dump.start() :]}")
+    return found
 
 
 def check(report: dict[str, Any], seeds: int) -> None:

@@ -6,6 +6,7 @@ that relied on it."""
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from runtime import (
     Journal,
     LeaseLost,
     Owner,
+    RunBusy,
     Safety,
     StorageError,
     ToolSpec,
@@ -256,3 +258,18 @@ async def test_a_renewal_that_never_answers_is_given_up_and_tried_again() -> Non
         )
         assert store.renewals >= 2 and holding.lost is None
         await holding.release()
+
+
+async def test_a_wait_for_a_live_holder_is_logged_once_naming_it(
+    journal: Journal, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A drive that waits (``wait=``) for a lease another live owner holds says so, once, with
+    the holder: a wait of seconds is never a silent stall."""
+    holding = await held(journal, "r")
+    second = Holding(journal.renewer, "r", Owner.here())
+    with caplog.at_level("INFO"), pytest.raises(RunBusy):
+        await second.acquire(wait=0.3)
+    waits = [r.message for r in caplog.records if "lease_wait" in r.message]
+    assert len(waits) == 1
+    assert f"process {os.getpid()} on host" in waits[0]
+    await holding.release()

@@ -22,6 +22,7 @@ __all__ = [
     "NOW_MS",
     "READY_CHANNEL",
     "RECORDS_CHANNEL",
+    "STALLED_TRANSACTION_S",
     "WRITE_LOCK",
     "asyncpg_args",
     "connection_lost",
@@ -35,6 +36,15 @@ __all__ = [
 
 CONNECT_TIMEOUT = 10.0
 """Seconds to wait for the server to accept a connection before saying it cannot be reached."""
+
+STALLED_TRANSACTION_S = 30.0
+"""Seconds a session of bide's may sit idle inside a transaction before the server ends it
+(``idle_in_transaction_session_timeout``). A batch holds ``WRITE_LOCK`` until it commits, and
+every writer of the database waits for it: a process stopped or stalled mid-batch (SIGSTOP, a
+paused VM, an event loop blocked by a tool) would hold every other process's writes for as long
+as it stalls. Its batch fails instead (nothing of it commits: its callers get a
+``StorageError``) and the others go on. Twice a lease's TTL: a writer that stalled this long had
+lost its run's lease long before."""
 
 WRITE_LOCK = 0x6269_6465_0000_0001
 """The transaction-scoped advisory lock every write of a journal holds (``pg_advisory_xact_lock``):
@@ -111,7 +121,8 @@ def display(url: sa.URL | str) -> str:
 
 
 def make_engine(url: sa.URL, *, pool_size: int = 4) -> AsyncEngine:
-    """An async engine on asyncpg whose connections give up after ``CONNECT_TIMEOUT``. (No
+    """An async engine on asyncpg whose connections give up after ``CONNECT_TIMEOUT``, and
+    whose sessions the server ends after ``STALLED_TRANSACTION_S`` idle in a transaction. (No
     ``pool_pre_ping``: a round trip per read; the store retries a read once instead when the
     server had dropped its pooled connection.)"""
     try:
@@ -128,7 +139,10 @@ def make_engine(url: sa.URL, *, pool_size: int = 4) -> AsyncEngine:
         max_overflow=pool_size,
         connect_args={
             "timeout": CONNECT_TIMEOUT,
-            "server_settings": {"application_name": "bide"},
+            "server_settings": {
+                "application_name": "bide",
+                "idle_in_transaction_session_timeout": str(int(STALLED_TRANSACTION_S * 1000)),
+            },
         },
     )
 

@@ -7,6 +7,8 @@ again; a tool's reported failure is recorded and replayed; async graphs."""
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from adapters.langgraph import ToolGuard, ToolHalted, call_context, guard_run_id
 from runtime import ConfigError, Journal, Safety
 from tests.cli.invoke import child
+from tests.conftest import child_env
 
 LOOKUP = {"name": "lookup", "args": {"customer": "ann"}, "id": "c_lookup"}
 CHARGE = {"name": "charge", "args": {"customer": "ann", "cents": 500}, "id": "c_charge"}
@@ -213,3 +216,47 @@ async def test_each_call_is_a_run_of_its_own_keyed_by_thread_and_call(
         assert state.end is not None
         assert state.end.payload["output"] == {"content": "charged 500", "status": "success"}
     assert guard_run_id("a/b", "c") != guard_run_id("a", "b/c")
+
+
+EXITING_TOOL = """
+import sys
+from langchain_core.tools import tool
+from adapters.langgraph import ToolGuard
+from runtime import Safety
+
+exits = [3]
+
+@tool
+def lookup(customer: str) -> str:
+    '''A customer's card status (read-only); the first call exits the program.'''
+    if exits:
+        sys.exit(exits.pop())
+    return customer + ": card ok"
+
+call = {"name": "lookup", "args": {"customer": "ann"}, "id": "c_lookup", "type": "tool_call"}
+config = {"configurable": {"thread_id": "t-1"}}
+with ToolGuard(sys.argv[1], tools={"lookup": Safety.READ_ONLY}) as guard:
+    try:
+        guard.invoke(lookup, call, config)
+    except SystemExit as exc:
+        print("raised SystemExit", exc.code)
+    print("then", guard.invoke(lookup, call, config).content)
+print("closed")
+"""
+
+
+def test_a_tool_that_exits_raises_in_its_caller_and_the_guard_serves_on(tmp_path: Path) -> None:
+    """A tool that calls ``sys.exit()`` ends the guard's event loop with its SystemExit: the
+    caller gets the SystemExit, the loop runs again for the next call, and the guard closes.
+    (Left stopped, the caller waited forever for a thread that had ended without a word.)"""
+    script = tmp_path / "exiting.py"
+    script.write_text(EXITING_TOOL)
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "bide.db")],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split("\n") == ["raised SystemExit 3", "then ann: card ok", "closed", ""]
