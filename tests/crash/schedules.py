@@ -264,7 +264,26 @@ def two_drivers(*, slow: bool = False) -> list[Schedule]:
                 expect=frozenset({HALT, "race"}),
             )
         )
+    if slow:
+        out.append(overlapping_drivers())
     return out
+
+
+def overlapping_drivers() -> Schedule:
+    """Two processes resume one run cut after its first turn, whose next call takes seconds:
+    both are inside the run at once however late a loaded machine starts the second, so a
+    runtime that lets both drive it shows it (the ownership mutant's sure probe)."""
+    name = "turn.after_record@1 mixed native, two drivers, c1 slow"
+    return Schedule(
+        group="two drivers at once",
+        name=name,
+        seed=seed_of(name),
+        script="mixed",
+        crash="turn.after_record@1",
+        drivers=2,
+        jitter_ms=JITTER_MS,
+        slow=(("c1", 5000.0),),
+    )
 
 
 def worker_point(crash: str, script: str, *, hosts: bool = False, **options: object) -> Schedule:
@@ -679,7 +698,9 @@ def mutant_probes(mutant: str | None = None) -> list[Schedule]:
     """The schedules a mutant is run against, in order, until one fails. A mutant of run
     ownership can only show where two drivers meet a run: its probes start there."""
     if mutant in OWNERSHIP_MUTANTS:
-        return meeting() + native_points()
+        # The quick meetings catch it on a quiet machine; on a loaded one the second driver may
+        # start after the first finished, and only the overlapping drivers are sure to meet.
+        return [*meeting(), overlapping_drivers(), *native_points()]
     return native_points() + meeting()
 
 

@@ -301,9 +301,13 @@ async def _pool(scene: Scene) -> list[Child]:
     scene.ttl = scene.choose("lease_ttl", [1.0, 1.5])
     scene.delay = scene.uniform("provider delay", 0.05, 1.5)
     timeout = scene.choose("charge timeout", [None, 1.0])
+    # The charge declares the settle time honestly: past the provider's delay, which is how long
+    # a request that left may take to land (a shorter one lets "absent" settle a charge still in
+    # flight, and no journal can help that).
+    settle = round(scene.delay + scene.uniform("settle past the delay", 0.1, 1.0), 2)
     scene.env.update(
         NEMESIS_RECONCILE="1",
-        NEMESIS_SETTLE=str(scene.uniform("settle", 0.3, 1.5)),
+        NEMESIS_SETTLE=str(settle),
         NEMESIS_TIMEOUT="" if timeout is None else str(timeout),
     )
     await submit(scene, CHARGE)
