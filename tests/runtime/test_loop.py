@@ -81,10 +81,12 @@ class Gate:
 
 
 DRIVES = 50
-TRACKED_PER_DRIVE = 31
+SAMPLES = 3
+TRACKED_PER_DRIVE = 26
 """What a drive waiting on its model may keep alive for the cyclic collector to walk, above what
 the caller's own task costs: with thousands of runs in flight, every full collection walks it.
-(About 52 before the lease renewer was shared and spans were skipped untraced; 28.4 now.)"""
+(About 52 before the lease renewer was shared and spans were skipped untraced; about 21 now.
+The first sample of a process counts about 30: it also holds what the process makes once.)"""
 
 
 async def test_a_drive_waiting_on_its_model_keeps_few_objects_for_the_collector(
@@ -109,14 +111,22 @@ async def test_a_drive_waiting_on_its_model_keeps_few_objects_for_the_collector(
         task.cancel()
     await asyncio.gather(*idlers, return_exceptions=True)
 
-    gate = Gate(script)
-    agent = Agent(model=gate, tools=[act])
-    base = tracked()
-    drives = [asyncio.create_task(agent.run(f"r{i}", "go", journal=journal)) for i in range(DRIVES)]
-    while gate.waiting < DRIVES:
-        await asyncio.sleep(0.01)
-    per_drive = (tracked() - base) / DRIVES - caller
-    gate.open.set()
-    results = await asyncio.gather(*drives)
-    assert all(r.status is RunStatus.COMPLETED for r in results)
-    assert per_drive <= TRACKED_PER_DRIVE, f"{per_drive:.1f} tracked objects per drive"
+    # The least of a few samples: anything else the process makes meanwhile (another test's
+    # thread, a first import) only adds to a sample, while what a drive keeps is in every one.
+    samples = []
+    for sample in range(SAMPLES):
+        gate = Gate(script)
+        agent = Agent(model=gate, tools=[act])
+        base = tracked()
+        drives = [
+            asyncio.create_task(agent.run(f"r{sample}-{i}", "go", journal=journal))
+            for i in range(DRIVES)
+        ]
+        while gate.waiting < DRIVES:
+            await asyncio.sleep(0.01)
+        samples.append((tracked() - base) / DRIVES - caller)
+        gate.open.set()
+        results = await asyncio.gather(*drives)
+        assert all(r.status is RunStatus.COMPLETED for r in results)
+    per_drive = min(samples)
+    assert per_drive <= TRACKED_PER_DRIVE, f"{per_drive:.1f} tracked objects per drive {samples}"
